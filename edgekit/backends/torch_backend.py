@@ -1,0 +1,55 @@
+"""PyTorch eager backend (CPU here; a CUDA device where one is present)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgekit.backends.base import Feed, Runner
+
+
+class TorchRunner(Runner):
+    name = "torch"
+
+    def __init__(self, model: nn.Module, input_names: Sequence[str], output_names: Sequence[str],
+                 threads: int | None = None, device: str = "cpu") -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = list(input_names)
+        self.output_names = list(output_names)
+        self.threads = threads
+        self.device = torch.device(device)
+        self._previous_threads: int | None = None
+
+    def _activate_impl(self) -> None:
+        if self.threads is not None:
+            self._previous_threads = torch.get_num_threads()
+            torch.set_num_threads(self.threads)
+        self.model = self.model.to(self.device).eval()
+
+    def _deactivate_impl(self) -> None:
+        if self._previous_threads is not None:
+            torch.set_num_threads(self._previous_threads)
+
+    def _prepare_impl(self, feed: Feed) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.from_numpy(np.ascontiguousarray(feed[n])).to(self.device)
+                     for n in self.input_names)
+
+    def _run_impl(self, prepared: tuple[torch.Tensor, ...]) -> Any:
+        with torch.inference_mode():
+            return self.model(*prepared)
+
+    def synchronize(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+    def _to_host(self, out: Any) -> Feed:
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        return {n: o.detach().cpu().numpy() for n, o in zip(self.output_names, outs)}
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "device": str(self.device),
+                "threads": torch.get_num_threads() if self.threads is None else self.threads}

@@ -1,0 +1,20 @@
+"""What every CLI command shares: the console, JSON output, name completion in errors."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from edgekit.fileio import atomic_write_json
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
+    """Write a report atomically when ``--json FILE`` was given, and say where it went."""
+    if path is None:
+        return
+    atomic_write_json(path, document)
+    err_console.print(f"[dim]wrote {path}[/dim]")

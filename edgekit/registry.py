@@ -1,0 +1,157 @@
+"""The model registry: one entry per model, one factory, named variants (style.md: timm).
+
+Adding a model is adding an entry with ``@register_model``; neither the factory nor the CLI
+special-cases a model by name. A name is ``ENTRY`` or ``ENTRY:VARIANT``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import torch
+from torch import nn
+
+from edgekit.errors import UnknownNameError, UsageError
+
+VARIANT_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The input contract and what the model is scored on."""
+
+    dataset: str  # a dataset name known to edgekit.data ("digits")
+    metric: str  # "accuracy"
+    input_shape: tuple[int, ...]  # one sample, without the batch dimension
+    num_classes: int
+    input_dtype: str = "float32"
+    input_name: str = "input"
+    output_names: tuple[str, ...] = ("logits",)
+
+
+@dataclass(frozen=True)
+class ExportSettings:
+    """Per-model export settings are data (style.md: optimum)."""
+
+    opset: int = 18
+    atol: float = 1e-4
+    rtol: float = 1e-3
+    dynamo: bool = True  # torch.export-based exporter; False uses the TorchScript exporter
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    epochs: int = 30
+    batch_size: int = 64
+    lr: float = 3e-3
+    weight_decay: float = 1e-4
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    family: str
+    builder: Callable[..., nn.Module]
+    config: Mapping[str, Any]
+    task: TaskSpec
+    description: str
+    variants: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    paper: str | None = None
+    export: ExportSettings = ExportSettings()
+    train: TrainSettings = TrainSettings()
+    spiking: bool = False
+
+    def config_for(self, variant: str | None = None, **overrides: Any) -> dict[str, Any]:
+        """The full config of a variant, with explicit overrides applied last."""
+        cfg = dict(self.config)
+        if variant is not None:
+            if variant not in self.variants:
+                raise UnknownNameError(f"variant of '{self.name}'", variant, self.variants)
+            cfg.update(self.variants[variant])
+        unknown = set(overrides) - set(cfg)
+        if unknown:
+            raise UsageError(f"unknown config keys for '{self.name}': {', '.join(sorted(unknown))}",
+                             hint=f"valid: {', '.join(sorted(cfg))}")
+        cfg.update(overrides)
+        return cfg
+
+    def build(self, variant: str | None = None, **overrides: Any) -> nn.Module:
+        """Build the module and attach its provenance as ``model.edgekit_cfg``."""
+        cfg = self.config_for(variant, **overrides)
+        model = self.builder(**cfg)
+        model.edgekit_cfg = MappingProxyType({  # type: ignore[assignment]
+            "entry": self.name, "variant": variant, "config": cfg, "task": self.task,
+            "paper": self.paper, "export": self.export,
+        })
+        return model
+
+    def example_inputs(self, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        """Inputs in the model's contract; deterministic so validations are reproducible."""
+        gen = torch.Generator().manual_seed(seed)
+        dtype = getattr(torch, self.task.input_dtype)
+        return (torch.rand((batch, *self.task.input_shape), generator=gen, dtype=dtype),)
+
+
+_REGISTRY: dict[str, ModelEntry] = {}
+
+
+def register_model(entry: ModelEntry) -> ModelEntry:
+    if entry.name in _REGISTRY:
+        raise ValueError(f"model '{entry.name}' is registered twice")
+    if VARIANT_SEPARATOR in entry.name:
+        raise ValueError(f"model name '{entry.name}' may not contain '{VARIANT_SEPARATOR}'")
+    _REGISTRY[entry.name] = entry
+    return entry
+
+
+def _ensure_loaded() -> None:
+    import edgekit.models  # noqa: F401  (registers the built-in entries)
+
+
+def list_models(family: str | None = None) -> list[ModelEntry]:
+    _ensure_loaded()
+    return [e for _, e in sorted(_REGISTRY.items()) if family is None or e.family == family]
+
+
+def all_names() -> list[str]:
+    """Every entry and every ``entry:variant``, for listings and error messages."""
+    names = []
+    for entry in list_models():
+        names.append(entry.name)
+        names.extend(f"{entry.name}{VARIANT_SEPARATOR}{v}" for v in entry.variants)
+    return names
+
+
+def get_entry(name: str) -> ModelEntry:
+    _ensure_loaded()
+    if name not in _REGISTRY:
+        raise UnknownNameError("model", name, _REGISTRY)
+    return _REGISTRY[name]
+
+
+def split_name(name: str) -> tuple[ModelEntry, str | None]:
+    """``"ds-cnn:wide"`` -> (entry, "wide"); unknown entries and variants list the valid names."""
+    base, _, variant = name.partition(VARIANT_SEPARATOR)
+    _ensure_loaded()
+    if base not in _REGISTRY:
+        raise UnknownNameError("model", name, all_names())
+    entry = _REGISTRY[base]
+    if variant and variant not in entry.variants:
+        raise UnknownNameError("model", name, all_names())
+    return entry, variant or None
+
+
+def create_model(name: str, **overrides: Any) -> nn.Module:
+    """The one factory: ``create_model("ds-cnn:wide")``."""
+    entry, variant = split_name(name)
+    return entry.build(variant, **overrides)
+
+
+def config_digest(config: Mapping[str, Any]) -> str:
+    """A short stable hash of a config, for cache keys."""
+    blob = json.dumps(config, sort_keys=True, default=str).encode()
+    return hashlib.sha256(blob).hexdigest()[:12]

@@ -1,0 +1,80 @@
+"""The artifact: one export on disk, a folder with the model file and ``manifest.json``.
+
+The manifest records the source model and config, inputs and outputs, SHA-256 of every file,
+the validation result, the target device and library versions. ``load_artifact`` refuses a
+folder whose files do not match their hashes, so a corrupt model is never run silently.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgekit.errors import UsageError
+
+MANIFEST = "manifest.json"
+MANIFEST_SCHEMA = 1
+
+
+def file_record(path: Path) -> dict[str, Any]:
+    h = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return {"sha256": h.hexdigest(), "bytes": path.stat().st_size}
+
+
+@dataclass(frozen=True)
+class Artifact:
+    folder: Path
+    manifest: dict[str, Any]
+
+    @property
+    def model_path(self) -> Path:
+        return self.folder / self.manifest["model_file"]
+
+    @property
+    def format(self) -> str:
+        return self.manifest["format"]
+
+    @property
+    def source_name(self) -> str:
+        return self.manifest["source"]["name"]
+
+    @property
+    def size_bytes(self) -> int:
+        return int(self.manifest["files"][self.manifest["model_file"]]["bytes"])
+
+
+def is_artifact(path: str | Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()
+
+
+def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
+    folder = Path(folder)
+    manifest_path = folder / MANIFEST
+    if not manifest_path.is_file():
+        raise UsageError(f"{folder} is not an edgekit artifact (no {MANIFEST})",
+                         hint="create one with 'edgekit export MODEL --to onnx -o DIR'")
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{manifest_path}: not valid JSON ({exc})") from exc
+    for key in ("schema_version", "format", "model_file", "files", "source", "inputs", "outputs"):
+        if not isinstance(manifest, dict) or key not in manifest:
+            raise UsageError(f"{manifest_path}: missing field '{key}'")
+    if manifest["schema_version"] > MANIFEST_SCHEMA:
+        raise UsageError(f"{manifest_path}: schema {manifest['schema_version']} is newer than this "
+                         f"edgekit understands ({MANIFEST_SCHEMA})", hint="upgrade edgekit")
+    artifact = Artifact(folder, manifest)
+    if verify:
+        for name, record in manifest["files"].items():
+            path = folder / name
+            if not path.is_file():
+                raise UsageError(f"artifact {folder}: file {name} is missing")
+            if file_record(path)["sha256"] != record["sha256"]:
+                raise UsageError(f"artifact {folder}: {name} is corrupt (SHA-256 does not match "
+                                 f"the manifest)", hint="export it again")
+    return artifact

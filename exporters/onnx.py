@@ -1,0 +1,171 @@
+"""PyTorch -> ONNX: export, simplify (onnxslim), check (onnx.checker), validate (ONNX Runtime).
+
+Everything happens in a staging folder that replaces the output folder only when every step
+passed, so a failed export leaves nothing half-made (and an older good artifact stays intact).
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from edgekit.errors import CheckFailed, UsageError
+from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record
+from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
+from edgekit.fileio import atomic_directory, atomic_write_json
+from edgekit.flops import model_cost
+from edgekit.provenance import provenance
+from edgekit.targets import ModelSource
+
+MODEL_FILE = "model.onnx"
+MIN_OPSET, MAX_OPSET = 13, 23
+DYNAMIC_VALIDATION_BATCHES = (1, 3)
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    folder: Path
+    manifest: dict[str, Any]
+    validation: ValidationReport
+    seconds: float
+
+
+def _export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path,
+                  opset: int, dynamic_batch: bool, input_names: list[str],
+                  output_names: list[str], dynamo: bool) -> None:
+    kwargs: dict[str, Any] = {"input_names": input_names, "output_names": output_names,
+                              "opset_version": opset, "dynamo": dynamo, "verbose": False}
+    if dynamic_batch and dynamo:
+        batch = torch.export.Dim("batch", min=1, max=65536)
+        kwargs["dynamic_shapes"] = tuple({0: batch} for _ in inputs)
+    elif dynamic_batch:
+        kwargs["dynamic_axes"] = {n: {0: "batch"} for n in input_names + output_names}
+    if dynamo:
+        kwargs["external_data"] = False
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        try:
+            torch.onnx.export(model, inputs, str(path), **kwargs)
+        except Exception as exc:  # the exporters raise many types; one line is what the user needs
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise CheckFailed(f"torch.onnx.export failed: {first}",
+                              hint="run with --debug for the full trace") from exc
+
+
+def _simplify_and_check(path: Path) -> str:
+    """Simplify in place with onnxslim and run the full ONNX checker; returns the tool used."""
+    import onnx
+    import onnxslim
+
+    model = onnx.load(str(path))
+    with contextlib.redirect_stdout(io.StringIO()):
+        slim = onnxslim.slim(model)
+    onnx.save(slim, str(path))
+    try:
+        onnx.checker.check_model(str(path), full_check=True)
+    except onnx.checker.ValidationError as exc:
+        raise CheckFailed(f"onnx.checker rejected the exported graph: {str(exc).splitlines()[0]}") from exc
+    return f"onnxslim {onnxslim.__version__}"
+
+
+def _io_records(path: Path) -> tuple[list[dict], list[dict]]:
+    import onnx
+    from onnx import helper
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+
+    def record(value: Any) -> dict:
+        t = value.type.tensor_type
+        dims = [d.dim_param or d.dim_value for d in t.shape.dim]
+        return {"name": value.name, "shape": dims,
+                "dtype": str(helper.tensor_dtype_to_np_dtype(t.elem_type))}
+
+    inputs = [record(v) for v in graph.input if v.name not in initializers]
+    return inputs, [record(v) for v in graph.output]
+
+
+def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
+                  atol: float, rtol: float) -> ValidationReport:
+    """Run ONNX Runtime and PyTorch on the entry's example inputs at each batch size."""
+    from edgekit.backends import OnnxRuntimeRunner
+
+    task = source.entry.task
+    input_names = [task.input_name]
+    actual: dict[str, list[np.ndarray]] = {}
+    reference: dict[str, list[np.ndarray]] = {}
+    with OnnxRuntimeRunner(path, threads=1) as runner, torch.inference_mode():
+        for b in batches:
+            inputs = source.entry.example_inputs(batch=b, seed=b)
+            feed = {n: t.numpy() for n, t in zip(input_names, inputs)}
+            ort_out = runner.infer(feed)
+            torch_out = source.model(*inputs)
+            torch_out = torch_out if isinstance(torch_out, (tuple, list)) else (torch_out,)
+            for name, ref in zip(task.output_names, torch_out):
+                reference.setdefault(name, []).append(ref.numpy())
+                actual.setdefault(name, []).append(ort_out[name])
+    flat_a = {n: np.concatenate([a.ravel() for a in v]) for n, v in actual.items()}
+    flat_r = {n: np.concatenate([r.ravel() for r in v]) for n, v in reference.items()}
+    shapes_ok = all(a.shape == r.shape for n in actual for a, r in zip(actual[n], reference[n]))
+    if not shapes_ok:
+        first = next(n for n in actual if any(a.shape != r.shape for a, r in zip(actual[n], reference[n])))
+        raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
+    return compare_outputs(flat_a, flat_r, atol, rtol, against="torch",
+                           inputs=f"entry example inputs, batch {', '.join(map(str, batches))}")
+
+
+def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,
+                batch: int = 1, dynamic_batch: bool = False, device: str | None = None,
+                atol: float | None = None, rtol: float | None = None) -> ExportResult:
+    """Export ``source`` to an artifact folder; raises ValidationFailed beyond tolerance."""
+    settings = source.entry.export
+    opset = settings.opset if opset is None else opset
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise UsageError(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
+    if batch < 1:
+        raise UsageError(f"--batch must be at least 1, got {batch}")
+    atol = settings.atol if atol is None else atol
+    rtol = settings.rtol if rtol is None else rtol
+    task = source.entry.task
+    started = time.perf_counter()
+    inputs = source.entry.example_inputs(batch=2 if dynamic_batch else batch)
+    cost = model_cost(source.model, source.entry.example_inputs(batch=1))
+    with atomic_directory(out_dir) as staging:
+        model_path = staging / MODEL_FILE
+        _export_graph(source.model.eval(), inputs, model_path, opset, dynamic_batch,
+                      [task.input_name], list(task.output_names), settings.dynamo)
+        simplifier = _simplify_and_check(model_path)
+        batches = DYNAMIC_VALIDATION_BATCHES if dynamic_batch else (batch,)
+        report = validate_onnx(model_path, source, batches, atol, rtol)
+        if not report.passed:
+            raise ValidationFailed(report, f"export of {source.name}")
+        in_rec, out_rec = _io_records(model_path)
+        manifest = {
+            "schema_version": MANIFEST_SCHEMA,
+            "format": "onnx",
+            "model_file": MODEL_FILE,
+            "source": source.record(),
+            "task": {"dataset": task.dataset, "metric": task.metric,
+                     "input_shape": list(task.input_shape), "num_classes": task.num_classes},
+            "inputs": in_rec,
+            "outputs": out_rec,
+            "opset": opset,
+            "batch": "dynamic" if dynamic_batch else batch,
+            "params": cost.params,
+            "flops_per_sample": cost.flops_per_sample,
+            "simplifier": simplifier,
+            "validation": report.to_dict(),
+            "target_device": device,
+            "files": {MODEL_FILE: file_record(model_path)},
+            "export_seconds": round(time.perf_counter() - started, 3),
+            "provenance": provenance(),
+        }
+        atomic_write_json(staging / MANIFEST, manifest)
+    return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)

@@ -1,0 +1,109 @@
+"""Export validation: compare an exported model's outputs with PyTorch's (style.md: Polygraphy).
+
+Results are data: per output the shape check, max / median / p90 / p95 / p99 absolute and
+relative error, and the verdict under ``|a - r| <= atol + rtol * |r|`` (numpy.allclose). All
+failures are collected before one verdict is given.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from edgekit.errors import CheckFailed
+
+_REL_FLOOR = 1e-12  # relative error of an exact zero reference is measured against this floor
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    name: str
+    shape: tuple[int, ...]
+    reference_shape: tuple[int, ...]
+    max_abs: float
+    median_abs: float
+    p90_abs: float
+    p95_abs: float
+    p99_abs: float
+    max_rel: float
+    median_rel: float
+    p99_rel: float
+    mismatched: int  # elements outside atol + rtol*|ref|
+    elements: int
+    atol: float
+    rtol: float
+
+    @property
+    def passed(self) -> bool:
+        return self.shape == self.reference_shape and self.mismatched == 0
+
+    def line(self) -> str:
+        mark = "[✓]" if self.passed else "[x]"
+        if self.shape != self.reference_shape:
+            return f"{mark} {self.name}: shape {self.shape} != reference {self.reference_shape}"
+        return (f"{mark} {self.name}: max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} "
+                f"(atol {self.atol:g}, rtol {self.rtol:g}; {self.mismatched}/{self.elements} outside)")
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    outputs: tuple[OutputComparison, ...]
+    against: str  # what the reference was ("torch")
+    inputs: str  # which inputs were used
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def to_dict(self) -> dict:
+        return {"passed": self.passed, "against": self.against, "inputs": self.inputs,
+                "outputs": [{**asdict(o), "passed": o.passed} for o in self.outputs]}
+
+    def lines(self) -> list[str]:
+        return [o.line() for o in self.outputs]
+
+
+class ValidationFailed(CheckFailed):
+    """Outputs beyond tolerance; carries the report so callers can show every output."""
+
+    def __init__(self, report: ValidationReport, where: str) -> None:
+        bad = [o.name for o in report.outputs if not o.passed]
+        super().__init__(f"{where}: outputs {', '.join(bad)} differ from {report.against} "
+                         f"beyond tolerance")
+        self.report = report
+
+
+def _percentile(values: np.ndarray, q: float) -> float:
+    return float(np.percentile(values, q)) if values.size else 0.0
+
+
+def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
+                   atol: float, rtol: float) -> OutputComparison:
+    a = np.asarray(actual, dtype=np.float64)
+    r = np.asarray(reference, dtype=np.float64)
+    if a.shape != r.shape:
+        nan = float("nan")
+        return OutputComparison(name, a.shape, r.shape, nan, nan, nan, nan, nan, nan, nan, nan,
+                                int(r.size), int(r.size), atol, rtol)
+    diff = np.abs(a - r).ravel()
+    rel = diff / np.maximum(np.abs(r).ravel(), _REL_FLOOR)
+    bad = int(np.count_nonzero(~(diff <= atol + rtol * np.abs(r).ravel())))  # NaN counts as bad
+    return OutputComparison(
+        name, a.shape, r.shape,
+        float(diff.max(initial=0.0)), _percentile(diff, 50), _percentile(diff, 90),
+        _percentile(diff, 95), _percentile(diff, 99),
+        float(rel.max(initial=0.0)), _percentile(rel, 50), _percentile(rel, 99),
+        bad, int(r.size), atol, rtol,
+    )
+
+
+def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
+                    atol: float, rtol: float, against: str = "torch",
+                    inputs: str = "example inputs") -> ValidationReport:
+    missing = set(reference) - set(actual)
+    if missing:
+        raise CheckFailed(f"exported model lacks output(s) {', '.join(sorted(missing))}")
+    return ValidationReport(
+        tuple(compare_output(n, actual[n], reference[n], atol, rtol) for n in reference),
+        against, inputs,
+    )
