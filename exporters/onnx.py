@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import time
 import warnings
 from dataclasses import dataclass
@@ -49,6 +50,9 @@ def _export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path
         kwargs["dynamic_axes"] = {n: {0: "batch"} for n in input_names + output_names}
     if dynamo:
         kwargs["external_data"] = False
+    # The exporter logs a warning per missing torchvision op and prints progress; neither
+    # concerns the user of a model that uses no torchvision op.
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         try:

@@ -34,7 +34,7 @@ class DeviceProfile:
     kind: str  # one of DEVICE_KINDS
     arch: str  # "aarch64" | "x86_64"
     peak_flops: dict[str, float]  # precision -> dense peak in FLOP/s (int8: OP/s)
-    memory_bytes: int
+    memory_bytes: int | None  # None: a generic profile not (yet) read from this machine
     memory_bandwidth_bytes_s: float | None
     storage_bandwidth_bytes_s: float | None
     tdp_w: float | None  # power of the default mode, the basis of "estimated: tdp"

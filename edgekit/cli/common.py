@@ -1,6 +1,7 @@
 """What every CLI command shares: the console, JSON output, name completion in errors."""
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -8,7 +9,9 @@ from rich.console import Console
 
 from edgekit.fileio import atomic_write_json
 
-console = Console()
+# Piped output (files, CI logs, the README's examples) gets a wide console instead of 80 columns,
+# so tables are not truncated.
+console = Console() if sys.stdout.isatty() else Console(width=160)
 err_console = Console(stderr=True)
 
 

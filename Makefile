@@ -1,0 +1,43 @@
+# edgekit: `make demo` and `make test` work on a fresh clone with only Python 3 installed.
+# They create .venv when missing, install a CPU build of torch when none is importable, then
+# edgekit (editable, with dev extras) and SpikingJelly 2.x without its heavy optional extras.
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# A CPU build of torch. On this project's machines `torch==2.13.0` resolves to a CPU wheel on disk;
+# elsewhere pass e.g. TORCH_PIP_ARGS="torch --index-url <PyTorch's CPU wheel index>".
+TORCH_PIP_ARGS ?= torch==2.13.0
+# SpikingJelly's metadata requires torchvision, torchaudio and tensorboard, which its
+# activation-based API never imports: install it without dependencies, then what it really needs
+# (the [spiking] extra of pyproject.toml: loguru, tqdm, packaging, h5py, nir, nirtorch).
+SPIKINGJELLY ?= spikingjelly>=2.0,<3
+STAMP := $(VENV)/.edgekit-installed
+DEMO_DIR ?= edgekit-demo
+DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide
+
+.PHONY: install demo test clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH_PIP_ARGS)
+	$(PIP) install --no-deps "$(SPIKINGJELLY)"
+	$(PIP) install -e ".[dev,spiking]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	@mkdir -p $(DEMO_DIR)
+	$(VENV)/bin/edgekit devices
+	$(VENV)/bin/edgekit compare $(DEMO_MODELS) --backend onnxruntime \
+		--plot $(DEMO_DIR)/compare.png --csv $(DEMO_DIR)/compare.csv --json $(DEMO_DIR)/compare.json
+
+test: install
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache *.egg-info

@@ -1,0 +1,41 @@
+"""edgekit: take PyTorch models to edge devices and measure what they cost there.
+
+The Python API mirrors the CLI; names are imported lazily so ``import edgekit`` stays cheap::
+
+    import edgekit
+    model = edgekit.create_model("ds-cnn:wide")
+    report = edgekit.profile("ds-cnn", edgekit.ProfileSettings(backend="onnxruntime"))
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__version__ = "0.1.0"
+
+_API = {
+    "create_model": "edgekit.registry",
+    "list_models": "edgekit.registry",
+    "register_model": "edgekit.registry",
+    "load_dataset": "edgekit.data",
+    "train": "edgekit.training",
+    "save_checkpoint": "edgekit.checkpoint",
+    "load_checkpoint": "edgekit.checkpoint",
+    "export_onnx": "edgekit.exporters",
+    "load_artifact": "edgekit.exporters",
+    "profile": "edgekit.profiler.run",
+    "ProfileSettings": "edgekit.profiler.run",
+    "TimingPlan": "edgekit.profiler.timing",
+    "compare": "edgekit.compare",
+    "load_profile": "edgekit.profiles",
+    "detect_profile": "edgekit.profiles",
+    "open_meter": "edgekit.energy",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'edgekit' has no attribute '{name}'")

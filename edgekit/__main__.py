@@ -1,0 +1,4 @@
+"""``python -m edgekit`` runs the CLI."""
+from edgekit.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""``edgekit compare``: accuracy against efficiency, with the Pareto frontier marked."""
+from __future__ import annotations
+
+import csv
+import io
+import math
+from typing import Any
+
+import click
+from rich.table import Table
+
+from edgekit.backends import BACKEND_NAMES
+from edgekit.cli.common import console, err_console, write_json
+from edgekit.compare import compare as run_compare
+from edgekit.compare import plot_compare
+from edgekit.energy import METER_NAMES
+from edgekit.fileio import atomic_write_text
+from edgekit.profiler.run import ProfileSettings
+from edgekit.profiler.timing import TimingPlan
+from edgekit.provenance import report_document
+
+CSV_COLUMNS = ("name", "family", "accuracy", "params", "flops_per_sample", "latency_p50_ms",
+               "latency_p99_ms", "throughput_per_s", "energy_per_inference_j", "energy_source",
+               "peak_rss_mib", "pareto_latency", "pareto_energy")
+
+
+def render_compare(result: dict[str, Any]) -> Table:
+    device = result["device"]
+    table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
+                  title_style="bold", caption="* on the accuracy-latency frontier, "
+                  "† on the accuracy-energy frontier; energy: " + ", ".join(result["energy_sources"]))
+    for col in ("", "model", "accuracy", "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
+        table.add_column(col, justify="left" if col in ("", "model") else "right")
+    for r in result["rows"]:
+        mark = ("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
+        energy = r["energy_per_inference_j"]
+        table.add_row(mark, r["name"], f"{r['accuracy'] * 100:.2f}%", f"{r['params']:,}",
+                      f"{r['flops_per_sample'] / 1e6:.3f}", f"{r['latency_p50_ms']:.3f}",
+                      f"{r['latency_p99_ms']:.3f}", f"{r['throughput_per_s']:.0f}",
+                      "-" if math.isnan(energy) else f"{energy * 1e3:.4f}")
+    return table
+
+
+def to_csv(result: dict[str, Any]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(result["rows"])
+    return buf.getvalue()
+
+
+@click.command("compare")
+@click.argument("names", nargs=-1, required=True)
+@click.option("--device", help="Device profile (default: the detected one).")
+@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="onnxruntime", show_default=True)
+@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
+@click.option("--duration", type=float, default=1.0, show_default=True, help="Timed seconds per model.")
+@click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
+@click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG plot.")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table as CSV.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
+def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
+            threads: int | None, duration: float, energy: str, data: str | None,
+            plot_path: str | None, csv_path: str | None, json_path: str | None) -> None:
+    """Compare NAMES (registry entries or ENTRY:VARIANT) on accuracy, latency and energy."""
+    settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
+                               plan=TimingPlan(duration_s=duration), energy=energy)
+    result = run_compare(list(names), settings, data=data, progress=True)
+    console.print(render_compare(result))
+    if csv_path:
+        atomic_write_text(csv_path, to_csv(result))
+        err_console.print(f"[dim]wrote {csv_path}[/dim]")
+    if plot_path:
+        plot_compare(result, plot_path)
+        err_console.print(f"[dim]wrote {plot_path}[/dim]")
+    write_json(json_path, report_document("compare", result))

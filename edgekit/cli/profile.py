@@ -1,0 +1,89 @@
+"""``edgekit profile``: latency, throughput, memory, FLOP/s and energy of one target."""
+from __future__ import annotations
+
+from typing import Any
+
+import click
+from rich.table import Table
+
+from edgekit.backends import BACKEND_NAMES
+from edgekit.cli.common import console, write_json
+from edgekit.energy import METER_NAMES
+from edgekit.profiler.run import ProfileSettings, profile as run_profile
+from edgekit.profiler.timing import TimingPlan
+from edgekit.provenance import report_document
+
+
+def _fmt_flops(value: float | None) -> str:
+    if not value:
+        return "-"
+    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if value >= scale:
+            return f"{value / scale:.2f} {unit}"
+    return f"{value:.0f} FLOP/s"
+
+
+def render_profile(report: dict[str, Any]) -> Table:
+    lat = report["latency_ms"]
+    settings = report["settings"]
+    table = Table(title=f"{report['target']} · {report['backend']['backend']} · "
+                        f"{report['device']['profile']}", show_header=False, title_style="bold")
+    table.add_column("what", style="bold")
+    table.add_column("value")
+    table.add_row("settings", f"batch {settings['batch']}, {settings['threads']} threads, "
+                              f"{settings['precision']}, {report['iterations']} iterations "
+                              f"in {report['timed_s']:.2f} s")
+    table.add_row("creation", f"{report['creation_s'] * 1e3:.1f} ms")
+    table.add_row("first inference", f"{report['first_inference_ms']:.3f} ms")
+    table.add_row("latency (ms)", f"min {lat['min']:.3f}  mean {lat['mean']:.3f}  p50 {lat['p50']:.3f}  "
+                                  f"p90 {lat['p90']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f}  "
+                                  f"max {lat['max']:.3f}")
+    thr = report["throughput"]
+    table.add_row("throughput", f"{thr['inferences_per_s']:.1f} inferences/s, "
+                                f"{thr['samples_per_s']:.1f} samples/s")
+    mem = report["memory"]
+    table.add_row("memory", f"peak RSS {mem['peak_rss_mib']:.1f} MiB (+{mem['increase_mib']:.1f} MiB), "
+                            f"{mem['method']}")
+    size = report["model_size"]
+    table.add_row("model size", f"{size['bytes'] / 1024:.1f} KiB ({size['source']})")
+    comp = report["compute"]
+    if comp.get("flops_per_sample"):
+        share = comp.get("share_of_peak")
+        peak = (f"{share * 100:.2f}% of peak {_fmt_flops(comp['peak_flops_per_s'])}" if share
+                else comp.get("note", "no peak figure"))
+        table.add_row("compute", f"{comp['params']:,} params, {comp['flops_per_sample'] / 1e6:.3f} "
+                                 f"MFLOPs/sample, achieved {_fmt_flops(comp['achieved_flops_per_s'])} "
+                                 f"({peak})")
+    en = report["energy"]
+    if "energy_per_inference_j" in en:
+        table.add_row("energy", f"{en['energy_per_inference_j'] * 1e3:.4f} mJ/inference, "
+                                f"avg {en['avg_power_w']:.2f} W [{en['source']}]")
+    else:
+        table.add_row("energy", f"unavailable [{en['source']}]")
+    if en.get("note"):
+        table.add_row("", f"[dim]{en['note']}[/dim]")
+    return table
+
+
+@click.command("profile")
+@click.argument("target")
+@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="torch", show_default=True)
+@click.option("--device", help="Device profile (default: the detected one).")
+@click.option("--batch", type=int, default=1, show_default=True)
+@click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
+@click.option("--warmup", type=float, default=0.2, show_default=True, help="Warm-up seconds.")
+@click.option("--duration", type=float, default=3.0, show_default=True, help="Timed seconds.")
+@click.option("--iterations", type=int, help="A fixed number of timed iterations (overrides --duration).")
+@click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
+              help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
+def profile(target: str, backend: str, device: str | None, batch: int, threads: int | None,
+            warmup: float, duration: float, iterations: int | None, energy: str,
+            json_path: str | None) -> None:
+    """Profile TARGET: a registry name, a checkpoint, an artifact folder or an .onnx file."""
+    settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
+                               plan=TimingPlan(warmup_s=warmup, duration_s=duration,
+                                               iterations=iterations), energy=energy)
+    report = run_profile(target, settings, progress=True)
+    console.print(render_profile(report))
+    write_json(json_path, report_document("profile", report))

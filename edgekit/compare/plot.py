@@ -1,0 +1,48 @@
+"""Accuracy against latency and against energy, with the Pareto frontier drawn."""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Any
+
+from edgekit.compare.pareto import frontier
+from edgekit.fileio import atomic_write_bytes
+
+
+def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    panels = [("latency_p50_ms", "median latency (ms)", "pareto_latency")]
+    if any(not math.isnan(r["energy_per_inference_j"]) for r in rows):
+        energy_label = "energy per inference (mJ, " + ", ".join(result["energy_sources"]) + ")"
+        panels.append(("energy_per_inference_j", energy_label, "pareto_energy"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
+    for ax, (key, label, flag) in zip(axes[0], panels):
+        scale = 1e3 if key.startswith("energy") else 1.0
+        xs = [r[key] * scale for r in rows]
+        ys = [r["accuracy"] * 100 for r in rows]
+        colors = ["tab:red" if r[flag] else "tab:blue" for r in rows]
+        ax.scatter(xs, ys, c=colors, zorder=3)
+        for r, x, y in zip(rows, xs, ys):
+            ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        front = frontier(ys, xs)
+        if front:
+            fx, fy = zip(*front)
+            ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, label="Pareto frontier")
+            ax.legend(loc="lower right")
+        ax.set_xscale("log")
+        ax.set_xlabel(label)
+        ax.set_ylabel(f"{rows[0]['metric']} on {rows[0]['dataset']} (%)")
+        ax.grid(True, which="both", alpha=0.3)
+    device = result["device"]
+    fig.suptitle(f"{device['display_name']} · backend {result['backend']}")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=120)
+    plt.close(fig)
+    return atomic_write_bytes(path, buf.getvalue())

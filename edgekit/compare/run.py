@@ -1,0 +1,68 @@
+"""Compare models: accuracy on their dataset beside the profiler's efficiency figures.
+
+Each NAME is trained once per config and dataset (a cached checkpoint), evaluated on the test
+split, then profiled with the same settings; rows on the accuracy-latency and accuracy-energy
+Pareto frontiers are marked.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from edgekit.checkpoint import load_checkpoint
+from edgekit.compare.cache import cached_checkpoint
+from edgekit.compare.pareto import pareto_mask
+from edgekit.data import load_dataset
+from edgekit.errors import UsageError
+from edgekit.profiler.run import ProfileSettings, profile
+from edgekit.registry import split_name
+from edgekit.training import evaluate
+
+
+def _row(name: str, settings: ProfileSettings, data: str | Path | None,
+         progress: bool) -> dict[str, Any]:
+    entry, variant = split_name(name)
+    dataset = load_dataset(entry.task, data)
+    ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
+    model, _ = load_checkpoint(ckpt_path)
+    accuracy = evaluate(model, dataset.x_test, dataset.y_test)
+    report = profile(str(ckpt_path), settings, progress=progress)
+    energy = report["energy"]
+    return {
+        "name": name,
+        "family": entry.family,
+        "metric": entry.task.metric,
+        "accuracy": accuracy,
+        "dataset": dataset.name,
+        "params": report["compute"]["params"],
+        "flops_per_sample": report["compute"]["flops_per_sample"],
+        "latency_p50_ms": report["latency_ms"]["p50"],
+        "latency_p99_ms": report["latency_ms"]["p99"],
+        "throughput_per_s": report["throughput"]["samples_per_s"],
+        "energy_per_inference_j": energy.get("energy_per_inference_j", math.nan),
+        "energy_source": energy["source"],
+        "peak_rss_mib": report["memory"]["peak_rss_mib"],
+        "checkpoint": str(ckpt_path),
+        "profile": report,
+    }
+
+
+def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
+            data: str | Path | None = None, progress: bool = False) -> dict[str, Any]:
+    """Rows for each name (in order) with ``pareto_latency`` / ``pareto_energy`` flags."""
+    if not names:
+        raise UsageError("compare needs at least one model name")
+    if len(set(names)) != len(names):
+        raise UsageError("compare got the same name twice")
+    for name in names:
+        split_name(name)  # fail on a bad name before any training starts
+    rows = [_row(n, settings, data, progress) for n in names]
+    acc = [r["accuracy"] for r in rows]
+    for flag, key in (("pareto_latency", "latency_p50_ms"), ("pareto_energy", "energy_per_inference_j")):
+        for row, on_front in zip(rows, pareto_mask(acc, [r[key] for r in rows])):
+            row[flag] = on_front
+    sources = sorted({r["energy_source"] for r in rows})
+    return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": settings.backend,
+            "energy_sources": sources}

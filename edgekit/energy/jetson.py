@@ -1,0 +1,169 @@
+"""Jetson power from the on-module INA3221 monitors, one strategy per sysfs layout.
+
+- JetPack 5/6 (hwmon): ``/sys/bus/i2c/drivers/ina3221/<bus-addr>/hwmon/hwmonK/`` with
+  ``inN_label`` (rail name), ``inN_input`` (bus voltage, mV) and ``currN_input`` (mA), so power
+  is voltage x current. Labels "NC" (not connected) and the "sum of shunt voltages" channel are
+  not rails. AGX Orin has two monitors (1-0040 and 1-0041); all are read.
+- JetPack 4 (iio): ``/sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:deviceK/`` with
+  ``rail_name_N`` and ``in_powerN_input`` (mW) directly.
+
+The total is one rail, the module input (VDD_IN on JetPack 5/6, POM_5V_IN on JetPack 4), never
+the sum of the input and the rails it feeds. Energy is the trapezoidal integral of each rail's
+power over the sample times.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from edgekit.energy.base import (
+    Clock,
+    EnergyMeasurement,
+    EnergyMeter,
+    PowerIntegral,
+    read_sysfs,
+    read_sysfs_int,
+)
+from edgekit.errors import SensorError
+
+I2C_DRIVERS = Path("sys/bus/i2c/drivers")
+HWMON_LABELS = "ina3221*/*/hwmon/hwmon*/in*_label"  # under I2C_DRIVERS
+IIO_LABELS = "ina3221*/*/iio:device*/rail_name_*"
+TOTAL_RAILS = ("VDD_IN", "POM_5V_IN")  # auto-picked in this order when no profile names one
+_NOT_RAILS = ("NC", "sum of shunt voltages")
+
+
+class Rail(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def read_mw(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class HwmonRail:
+    """JetPack 5/6: power = bus voltage (mV) x current (mA) / 1000, in mW."""
+
+    name: str
+    voltage_file: Path
+    current_file: Path
+
+    def read_mw(self) -> float:
+        return read_sysfs_int(self.voltage_file) * read_sysfs_int(self.current_file) / 1000
+
+
+@dataclass(frozen=True)
+class IioRail:
+    """JetPack 4: the driver reports power in mW."""
+
+    name: str
+    power_file: Path
+
+    def read_mw(self) -> float:
+        return float(read_sysfs_int(self.power_file))
+
+
+def _hwmon_rails(root: Path) -> list[Rail]:
+    rails: list[Rail] = []
+    for label in sorted((root / I2C_DRIVERS).glob(HWMON_LABELS)):
+        channel = label.name[len("in") : -len("_label")]
+        current = label.with_name(f"curr{channel}_input")
+        name = read_sysfs(label)
+        if name in _NOT_RAILS or not current.exists():
+            continue
+        rails.append(HwmonRail(name, label.with_name(f"in{channel}_input"), current))
+    return rails
+
+
+def _iio_rails(root: Path) -> list[Rail]:
+    rails: list[Rail] = []
+    for label in sorted((root / I2C_DRIVERS).glob(IIO_LABELS)):
+        channel = label.name[len("rail_name_") :]
+        name = read_sysfs(label)
+        if name in _NOT_RAILS:
+            continue
+        rails.append(IioRail(name, label.with_name(f"in_power{channel}_input")))
+    return rails
+
+
+def find_rails(root: Path = Path("/")) -> list[Rail]:
+    """Every connected rail, from the hwmon layout if present, else the iio layout."""
+    rails = _hwmon_rails(root) or _iio_rails(root)
+    seen: set[str] = set()
+    for rail in rails:
+        if rail.name in seen:
+            raise SensorError(f"INA3221 rail {rail.name} appears on more than one monitor")
+        seen.add(rail.name)
+    return rails
+
+
+def available(root: Path = Path("/")) -> bool:
+    """Whether any INA3221 channel is listed (says nothing about whether it can be read)."""
+    base = root / I2C_DRIVERS
+    return any(base.glob(HWMON_LABELS)) or any(base.glob(IIO_LABELS))
+
+
+def pick_total(rails: list[Rail], total_rail: str | None) -> Rail:
+    """The profile's total rail, or VDD_IN / POM_5V_IN when the profile names none."""
+    by_name = {r.name: r for r in rails}
+    names = ", ".join(by_name) or "(none)"
+    if total_rail is not None:
+        if total_rail not in by_name:
+            raise SensorError(
+                f"INA3221 total rail {total_rail} not found (rails: {names})",
+                hint="set power_sensor.total_rail in the device profile to the input rail",
+            )
+        return by_name[total_rail]
+    for name in TOTAL_RAILS:
+        if name in by_name:
+            return by_name[name]
+    raise SensorError(
+        f"no INA3221 input rail ({' or '.join(TOTAL_RAILS)}) found (rails: {names})",
+        hint="name the total rail in the device profile's power_sensor.total_rail",
+    )
+
+
+class Ina3221Meter(EnergyMeter):
+    """Module input energy on a Jetson, with every rail integrated beside it."""
+
+    def __init__(
+        self,
+        total_rail: str | None = None,
+        *,
+        root: Path = Path("/"),
+        interval_s: float = 0.05,
+        clock: Clock = time.perf_counter,
+    ) -> None:
+        super().__init__(interval_s=interval_s, clock=clock)
+        self.rails = find_rails(root)
+        if not self.rails:
+            raise SensorError(
+                f"no INA3221 power monitor under {root / I2C_DRIVERS}",
+                hint="INA3221 monitors exist on Jetson modules only",
+            )
+        self.total = pick_total(self.rails, total_rail)
+        self.source = f"measured: ina3221/{self.total.name}"
+        for rail in self.rails:  # trial read: fails here, not mid-profile
+            rail.read_mw()
+        self._integrals = {r.name: PowerIntegral() for r in self.rails}
+
+    def _begin(self, now: float) -> None:
+        self._integrals = {r.name: PowerIntegral() for r in self.rails}
+        self._read(now)
+
+    def _read(self, now: float) -> None:
+        readings = [(rail.name, rail.read_mw()) for rail in self.rails]  # all, or none on error
+        for name, power_mw in readings:
+            self._integrals[name].add(now, power_mw)
+
+    def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
+        return EnergyMeasurement(
+            energy_j=self._integrals[self.total.name].energy_j,
+            duration_s=duration_s,
+            source=self.source,
+            measured=True,
+            samples=samples,
+            components={name: i.energy_j for name, i in self._integrals.items()},
+        )

@@ -1,0 +1,270 @@
+"""Profile a target on a backend: creation, first inference, latency, memory, FLOP/s, energy.
+
+The same code measures every backend (it only sees the Runner interface). The energy window is
+exactly the timed phase. Every figure in the report says how it was obtained.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from edgekit.backends import BACKEND_NAMES, OnnxRuntimeRunner, Runner, TorchRunner
+from edgekit.energy import EnergyMeter, open_meter
+from edgekit.errors import UnknownNameError, UsageError
+from edgekit.exporters import export_onnx, is_artifact, load_artifact
+from edgekit.flops import model_cost
+from edgekit.profiler.memory import PeakMemoryTracker
+from edgekit.profiler.stats import latency_stats
+from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
+from edgekit.profiles import DeviceProfile, detect_profile, load_profile
+from edgekit.targets import ModelSource, load_model_source
+
+
+@dataclass(frozen=True)
+class ProfileSettings:
+    backend: str = "torch"
+    device: str | None = None  # profile name or path; None = detected
+    batch: int = 1
+    threads: int | None = None  # None = every core this process may use
+    plan: TimingPlan = TimingPlan()
+    energy: str = "auto"
+    precision: str = "fp32"
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKEND_NAMES:
+            raise UnknownNameError("backend", self.backend, BACKEND_NAMES)
+        if self.batch < 1:
+            raise UsageError(f"--batch must be at least 1, got {self.batch}")
+        if self.threads is not None and self.threads < 1:
+            raise UsageError(f"--threads must be at least 1, got {self.threads}")
+
+
+def available_cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class _Prepared:
+    """A runner ready to activate, with its inputs and what is known about the model."""
+
+    runner: Runner
+    feed: dict[str, np.ndarray]
+    name: str
+    source: dict[str, Any]
+    flops_per_sample: float | None
+    params: int | None
+    size_bytes: int
+    size_source: str
+
+
+def _feed_for_onnx(path: Path, batch: int) -> dict[str, np.ndarray]:
+    """Random inputs matching an ONNX file's declared inputs (symbolic dims take ``batch``)."""
+    import onnx
+    from onnx import helper
+
+    try:
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:  # protobuf's DecodeError and friends
+        raise UsageError(f"{path} is not a valid ONNX model ({type(exc).__name__}: {exc})") from exc
+    inits = {i.name for i in graph.initializer}
+    rng = np.random.default_rng(0)
+    feed = {}
+    for value in graph.input:
+        if value.name in inits:
+            continue
+        t = value.type.tensor_type
+        shape = [d.dim_value if d.dim_value > 0 else batch for d in t.shape.dim]
+        dtype = helper.tensor_dtype_to_np_dtype(t.elem_type)
+        if np.issubdtype(dtype, np.floating):
+            feed[value.name] = rng.random(shape, dtype=np.float32).astype(dtype)
+        else:
+            feed[value.name] = rng.integers(0, 2, size=shape).astype(dtype)
+    return feed
+
+
+def _from_artifact(folder: Path, settings: ProfileSettings, threads: int) -> _Prepared:
+    artifact = load_artifact(folder)
+    if settings.backend != "onnxruntime":
+        raise UsageError(f"{folder} is an ONNX artifact; profile it with --backend onnxruntime",
+                         hint="or give the model name or checkpoint for --backend torch")
+    fixed = artifact.manifest.get("batch")
+    if isinstance(fixed, int) and fixed != settings.batch:
+        raise UsageError(f"{folder} was exported for batch {fixed}, not {settings.batch}",
+                         hint="re-export with --dynamic-batch or --batch N")
+    flops = artifact.manifest.get("flops_per_sample")
+    return _Prepared(OnnxRuntimeRunner(artifact.model_path, threads),
+                     _feed_for_onnx(artifact.model_path, settings.batch),
+                     artifact.source_name, {"artifact": str(folder), **artifact.manifest["source"]},
+                     flops, artifact.manifest.get("params"), artifact.size_bytes, "ONNX file")
+
+
+def _from_onnx_file(path: Path, settings: ProfileSettings, threads: int) -> _Prepared:
+    if settings.backend != "onnxruntime":
+        raise UsageError(f"{path} is an ONNX file; profile it with --backend onnxruntime")
+    return _Prepared(OnnxRuntimeRunner(path, threads), _feed_for_onnx(path, settings.batch),
+                     path.stem, {"onnx_file": str(path)}, None, None, path.stat().st_size,
+                     "ONNX file")
+
+
+def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
+                workdir: Path) -> _Prepared:
+    task = source.entry.task
+    inputs = source.entry.example_inputs(batch=settings.batch)
+    feed = {task.input_name: inputs[0].numpy()}
+    cost = model_cost(source.model, source.entry.example_inputs(batch=1))
+    if settings.backend == "torch":
+        runner: Runner = TorchRunner(source.model, [task.input_name], task.output_names, threads)
+        if source.checkpoint is not None:
+            size, size_source = source.checkpoint.path.stat().st_size, "safetensors checkpoint"
+        else:
+            size = sum(p.numel() * p.element_size() for p in source.model.parameters())
+            size_source = "in-memory parameters"
+    else:
+        result = export_onnx(source, workdir / "artifact", batch=settings.batch,
+                             device=settings.device)
+        model_file = result.folder / result.manifest["model_file"]
+        runner = OnnxRuntimeRunner(model_file, threads)
+        size, size_source = model_file.stat().st_size, "ONNX file (exported for this run, validated)"
+    return _Prepared(runner, feed, source.name, source.record(), cost.flops_per_sample,
+                     cost.params, size, size_source)
+
+
+def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path) -> _Prepared:
+    path = Path(target)
+    if path.is_dir():
+        if not is_artifact(path):
+            raise UsageError(f"{path} is a folder but not an edgekit artifact (no manifest.json)")
+        return _from_artifact(path, settings, threads)
+    if target.endswith(".onnx"):
+        if not path.is_file():
+            raise UsageError(f"ONNX file {path} does not exist")
+        return _from_onnx_file(path, settings, threads)
+    return _from_model(load_model_source(target), settings, threads, workdir)
+
+
+def resolve_device(device: str | None) -> DeviceProfile:
+    return load_profile(device) if device else detect_profile()
+
+
+class _NoProgress:
+    def __call__(self, fraction: float) -> None:
+        return None
+
+
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, label: str) -> Iterator[Any]:
+    if not enabled:
+        yield _NoProgress()
+        return
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from edgekit.cli.common import err_console
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
+                  console=err_console, transient=True) as bar:
+        task = bar.add_task(label, total=1.0)
+        last = [0.0]
+
+        def update(fraction: float) -> None:
+            if fraction - last[0] >= 0.01 or fraction >= 1.0:  # keep rendering off the hot path
+                last[0] = fraction
+                bar.update(task, completed=fraction)
+
+        yield update
+
+
+def profile(target: str, settings: ProfileSettings = ProfileSettings(),
+            progress: bool = False, meter: EnergyMeter | None = None) -> dict[str, Any]:
+    """Profile ``target`` (registry name, checkpoint, artifact folder or .onnx file).
+
+    ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own).
+    """
+    device = resolve_device(settings.device)
+    threads = settings.threads or available_cores()
+    with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
+        prepared = _prepare(target, settings, threads, Path(tmp))
+        meter = meter or open_meter(device, settings.energy)
+        memory = PeakMemoryTracker()
+        memory.start()
+        t0 = time.perf_counter()
+        prepared.runner.activate()
+        creation_s = time.perf_counter() - t0
+        try:
+            native = prepared.runner.prepare(prepared.feed)
+            first_s = timed_call(prepared.runner, native)
+            warm_iters = warm_up(prepared.runner, native, settings.plan)
+            with _progress_bar(progress, f"profiling {prepared.name} on {settings.backend}") as bar:
+                meter.begin()
+                try:
+                    samples, wall_s = timed_phase(prepared.runner, native, settings.plan, bar)
+                except BaseException:
+                    meter.close()  # stop the sampler; the timing error is the one to report
+                    raise
+                energy = meter.end()
+            described = prepared.runner.describe()
+        finally:
+            prepared.runner.deactivate()
+            meter.close()
+        mem = memory.stop()
+    return _report(prepared, settings, device, threads, described, creation_s, first_s,
+                   warm_iters, samples, wall_s, energy, mem)
+
+
+def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfile, threads: int,
+            backend: dict[str, Any], creation_s: float, first_s: float, warm_iters: int,
+            samples: list[float], timed_s: float, energy: Any, mem: Any) -> dict[str, Any]:
+    stats = latency_stats(samples)
+    n = len(samples)
+    per_call_s = stats.p50 / 1e3
+    compute: dict[str, Any] = {"params": prepared.params, "flops_per_sample": prepared.flops_per_sample,
+                               "precision": settings.precision}
+    if prepared.flops_per_sample:
+        achieved = prepared.flops_per_sample * settings.batch / per_call_s
+        peak = device.peak_for(settings.precision)
+        compute.update({
+            "achieved_flops_per_s": achieved,
+            "basis": "FLOPs per call / median latency",
+            "peak_flops_per_s": peak,
+            "peak_source": device.sources.get(f"peak.{settings.precision}")
+            or device.sources.get("peak") if peak else None,
+            "share_of_peak": achieved / peak if peak else None,
+        })
+        if not peak:
+            compute["note"] = (f"profile {device.name} has no {settings.precision} peak figure"
+                               + ("; run 'edgekit devices --calibrate'" if device.generic else ""))
+    energy_doc = energy.to_dict()
+    if energy.energy_j == energy.energy_j:  # not NaN
+        energy_doc["energy_per_inference_j"] = energy.energy_j / n
+        energy_doc["energy_per_sample_j"] = energy.energy_j / (n * settings.batch)
+        energy_doc["avg_power_w"] = energy.avg_power_w
+    return {
+        "target": prepared.name,
+        "source": prepared.source,
+        "backend": backend,
+        "device": {"profile": device.name, "display_name": device.display_name, "kind": device.kind,
+                   "power_mode": device.default_power_mode, "calibrated": device.calibrated},
+        "settings": {"batch": settings.batch, "threads": threads, "precision": settings.precision,
+                     "energy": settings.energy, **settings.plan.describe()},
+        "creation_s": creation_s,
+        "first_inference_ms": first_s * 1e3,
+        "warmup_iterations": warm_iters,
+        "iterations": n,
+        "timed_s": timed_s,
+        "latency_ms": stats.to_dict(),
+        "throughput": {"inferences_per_s": n / timed_s, "samples_per_s": n * settings.batch / timed_s},
+        "memory": mem.to_dict(),
+        "model_size": {"bytes": prepared.size_bytes, "source": prepared.size_source},
+        "compute": compute,
+        "energy": energy_doc,
+    }

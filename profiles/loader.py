@@ -1,0 +1,359 @@
+"""Device profiles from the TOML files in this folder: load, validate, list.
+
+The files keep the datasheets' units (TFLOP/s, TOPS, GiB, GB/s, W) so a reader can check each
+figure against its source; the loader converts them to FLOP/s and bytes once, here. Validation is
+strict, unknown keys included, because a typo in a profile would otherwise silently turn a figure
+into "unknown". Generic profiles (no datasheet) get the figures that ``calibrate`` stored.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from edgekit.errors import ProfileError, UnknownNameError, UsageError
+from edgekit.paths import edgekit_home
+from edgekit.profiles.schema import (
+    DEVICE_KINDS,
+    PRECISIONS,
+    SENSOR_KINDS,
+    DeviceProfile,
+    PowerMode,
+    PowerSensor,
+)
+
+PROFILE_DIR = Path(__file__).resolve().parent
+CALIBRATION_FILE = "calibration.json"
+ARCHES = ("x86_64", "aarch64")
+BACKENDS = ("torch", "onnxruntime", "tensorrt")
+DETECT_KEYS = ("device_tree_model", "nv_tegra_release", "nvml_name", "machine")
+
+_FIELDS = {
+    "": ("name", "display_name", "kind", "arch", "generic", "cpu_cores", "preferred_backends",
+         "preferred_precisions", "peak", "memory", "storage", "power", "detect", "sources"),
+    "memory.": ("size_gib", "bandwidth_gbs"),
+    "storage.": ("bandwidth_gbs",),
+    "power.": ("modes", "default_mode", "tdp_w", "idle_w", "sensor"),
+    "power.sensor.": ("kind", "total_rail"),
+}
+_TERA, _GIGA, _GIB = 1e12, 1e9, 2**30
+_CALIBRATE_HINT = "delete it and run 'edgekit devices --calibrate' again"
+
+
+def _error(path: Path, field: str, problem: str) -> ProfileError:
+    return ProfileError(f"{path}: field '{field}' {problem}")
+
+
+def _check_keys(path: Path, table: dict[str, Any], prefix: str) -> None:
+    known = _FIELDS[prefix]
+    for key in table:
+        if key not in known:
+            raise _error(path, prefix + key, f"is not a known field (known: {', '.join(known)})")
+
+
+def _table(path: Path, parent: dict[str, Any], key: str, prefix: str = "") -> dict[str, Any]:
+    value = parent.get(key, {})
+    if not isinstance(value, dict):
+        raise _error(path, prefix + key, f"must be a table, got {value!r}")
+    return value
+
+
+def _string(path: Path, table: dict[str, Any], key: str, prefix: str = "",
+            required: bool = True, choices: tuple[str, ...] | None = None) -> str | None:
+    value = table.get(key)
+    if value is None:
+        if required:
+            raise _error(path, prefix + key, "is required")
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise _error(path, prefix + key, f"must be a non-empty string, got {value!r}")
+    if choices is not None and value not in choices:
+        raise _error(path, prefix + key, f"must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
+def _positive(path: Path, field: str, value: Any, integer: bool = False) -> float:
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not 0 < value < math.inf:
+        what = "a positive integer" if integer else "a positive number"
+        raise _error(path, field, f"must be {what}, got {value!r}")
+    return value
+
+
+def _number(path: Path, table: dict[str, Any], key: str, prefix: str = "",
+            required: bool = False) -> float | None:
+    if key not in table:
+        if required:
+            raise _error(path, prefix + key, "is required")
+        return None
+    return float(_positive(path, prefix + key, table[key]))
+
+
+def _strings(path: Path, table: dict[str, Any], key: str, prefix: str = "",
+             choices: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    value = table.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _error(path, prefix + key, f"must be a list of non-empty strings, got {value!r}")
+    for item in value:
+        if choices is not None and item not in choices:
+            raise _error(path, prefix + key,
+                         f"entries must be among {', '.join(choices)}, got {item!r}")
+    return tuple(value)
+
+
+def _peaks(path: Path, data: dict[str, Any], generic: bool) -> dict[str, float]:
+    peak = _table(path, data, "peak")
+    if generic and peak:
+        raise _error(path, "peak", "must be absent in a generic profile "
+                     "(its peaks come from 'edgekit devices --calibrate')")
+    if not generic and not peak:
+        raise _error(path, "peak", "is required: at least one precision's datasheet peak")
+    for precision, value in peak.items():
+        if precision not in PRECISIONS:
+            raise _error(path, f"peak.{precision}",
+                         f"is not a known precision (known: {', '.join(PRECISIONS)})")
+        _positive(path, f"peak.{precision}", value)
+    return {precision: value * _TERA for precision, value in peak.items()}
+
+
+def _power(path: Path, data: dict[str, Any]) -> tuple[tuple[PowerMode, ...], str | None,
+                                                     float | None, float | None, PowerSensor]:
+    power = _table(path, data, "power")
+    _check_keys(path, power, "power.")
+    modes_table = _table(path, power, "modes", "power.")
+    modes = tuple(PowerMode(name, float(_positive(path, f"power.modes.{name}", watts)))
+                  for name, watts in modes_table.items())
+    default = _string(path, power, "default_mode", "power.", required=bool(modes))
+    if default is not None and default not in modes_table:
+        names = ", ".join(modes_table) or "(none)"
+        raise _error(path, "power.default_mode",
+                     f"must name one of the power modes ({names}), got {default!r}")
+    tdp = _number(path, power, "tdp_w", "power.")
+    if tdp is not None and modes:
+        raise _error(path, "power.tdp_w", "must be absent when power modes are given "
+                     "(the TDP is the default mode's watts)")
+    if modes:
+        tdp = float(modes_table[default])
+    if "sensor" not in power:
+        raise _error(path, "power.sensor", "is required (use kind = \"none\" for no sensor)")
+    sensor_table = _table(path, power, "sensor", "power.")
+    _check_keys(path, sensor_table, "power.sensor.")
+    sensor = PowerSensor(
+        kind=_string(path, sensor_table, "kind", "power.sensor.", choices=SENSOR_KINDS),
+        total_rail=_string(path, sensor_table, "total_rail", "power.sensor.", required=False),
+    )
+    return modes, default, tdp, _number(path, power, "idle_w", "power."), sensor
+
+
+def _detect(path: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
+    table = _table(path, data, "detect")
+    for key in table:
+        if key not in DETECT_KEYS:
+            raise _error(path, f"detect.{key}",
+                         f"is not a known detection source (known: {', '.join(DETECT_KEYS)})")
+    return {key: _strings(path, table, key, "detect.") for key in table}
+
+
+def _sources(path: Path, data: dict[str, Any], cited: list[str]) -> dict[str, str]:
+    """Every figure cites its source, and every citation belongs to a figure the file has."""
+    sources = _table(path, data, "sources")
+    for key, value in sources.items():
+        if not isinstance(value, str) or not value.strip():
+            raise _error(path, f"sources.{key}", f"must be a non-empty string, got {value!r}")
+        if key not in cited:
+            raise _error(path, f"sources.{key}", "cites a figure the profile does not have")
+    for field in cited:
+        if field not in sources:
+            raise _error(path, field, f"has no source (add \"{field}\" = \"...\" to [sources])")
+    return dict(sources)
+
+
+def _parse(path: Path) -> DeviceProfile:
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except tomllib.TOMLDecodeError as exc:
+        raise ProfileError(f"{path}: invalid TOML: {exc}") from exc
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
+    _check_keys(path, data, "")
+    name = _string(path, data, "name")
+    if name != path.stem:
+        raise _error(path, "name", f"must equal the file name '{path.stem}', got {name!r}")
+    generic = data.get("generic", False)
+    if not isinstance(generic, bool):
+        raise _error(path, "generic", f"must be true or false, got {generic!r}")
+    cores = data.get("cpu_cores")
+    if cores is not None:
+        _positive(path, "cpu_cores", cores, integer=True)
+    peak_flops = _peaks(path, data, generic)
+    memory = _table(path, data, "memory")
+    _check_keys(path, memory, "memory.")
+    size = _number(path, memory, "size_gib", "memory.", required=not generic)
+    bandwidth = _number(path, memory, "bandwidth_gbs", "memory.")
+    storage = _table(path, data, "storage")
+    _check_keys(path, storage, "storage.")
+    storage_bandwidth = _number(path, storage, "bandwidth_gbs", "storage.")
+    modes, default, tdp, idle, sensor = _power(path, data)
+
+    present = {"cpu_cores": cores, "memory.size_gib": size, "memory.bandwidth_gbs": bandwidth,
+               "storage.bandwidth_gbs": storage_bandwidth, "power.modes": modes or None,
+               "power.tdp_w": None if modes else tdp, "power.idle_w": idle,
+               "power.sensor": None if sensor.kind == "none" else sensor}
+    cited = [f"peak.{p}" for p in peak_flops] + [k for k, v in present.items() if v is not None]
+    sources = _sources(path, data, cited)
+    if modes:
+        sources["power.tdp_w"] = f"watts of the default power mode {default}; {sources['power.modes']}"
+
+    return DeviceProfile(
+        name=name,
+        display_name=_string(path, data, "display_name"),
+        kind=_string(path, data, "kind", choices=DEVICE_KINDS),
+        arch=_string(path, data, "arch", choices=ARCHES),
+        peak_flops=peak_flops,
+        memory_bytes=None if size is None else round(size * _GIB),
+        memory_bandwidth_bytes_s=None if bandwidth is None else bandwidth * _GIGA,
+        storage_bandwidth_bytes_s=None if storage_bandwidth is None else storage_bandwidth * _GIGA,
+        tdp_w=tdp,
+        idle_power_w=idle,
+        power_modes=modes,
+        default_power_mode=default,
+        power_sensor=sensor,
+        preferred_backends=_strings(path, data, "preferred_backends", choices=BACKENDS),
+        preferred_precisions=_strings(path, data, "preferred_precisions", choices=PRECISIONS),
+        cpu_cores=cores,
+        sources=sources,
+        detect=_detect(path, data),
+        generic=generic,
+        path=path,
+    )
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    """What changes when a file is rewritten (atomic writes give a new inode), for the caches."""
+    stat = path.stat()
+    return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+
+@functools.lru_cache(maxsize=128)
+def _parse_cached(path: Path, stamp: tuple[int, int, int]) -> DeviceProfile:
+    return _parse(path)
+
+
+def calibration_path() -> Path:
+    return edgekit_home() / CALIBRATION_FILE
+
+
+def _calibration_error(path: Path, field: str, problem: str) -> ProfileError:
+    return ProfileError(f"{path}: field '{field}' {problem}", hint=_CALIBRATE_HINT)
+
+
+def _validate_calibration(path: Path, document: Any) -> dict[str, dict[str, Any]]:
+    entries = document.get("profiles") if isinstance(document, dict) else None
+    if not isinstance(entries, dict):
+        raise _calibration_error(path, "profiles", "must be a table of profile names")
+    for name, entry in entries.items():
+        prefix = f"profiles.{name}"
+        if not isinstance(entry, dict) or not isinstance(entry.get("date"), str) \
+                or not isinstance(entry.get("machine", {}), dict) \
+                or not isinstance(entry.get("peak_flops"), dict):
+            raise _calibration_error(path, prefix, "must hold 'date', 'machine' and 'peak_flops'")
+        numbers = {f"peak_flops.{p}": v for p, v in entry["peak_flops"].items()}
+        if entry.get("memory_bandwidth_bytes_s") is not None:
+            numbers["memory_bandwidth_bytes_s"] = entry["memory_bandwidth_bytes_s"]
+        for field, value in numbers.items():
+            if field.startswith("peak_flops.") and field.split(".", 1)[1] not in PRECISIONS:
+                raise _calibration_error(path, f"{prefix}.{field}", "is not a known precision")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not 0 < value < math.inf:
+                raise _calibration_error(path, f"{prefix}.{field}",
+                                         f"must be a positive number, got {value!r}")
+    return entries
+
+
+@functools.lru_cache(maxsize=8)
+def _read_calibration_cached(path: Path, stamp: tuple[int, int, int]) -> dict[str, dict[str, Any]]:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ProfileError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno}, column "
+                           f"{exc.colno})", hint=_CALIBRATE_HINT) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read: {exc}", hint=_CALIBRATE_HINT) from exc
+    return _validate_calibration(path, document)
+
+
+def read_calibration() -> dict[str, dict[str, Any]]:
+    """Stored calibrations by profile name ({} when none); ProfileError if the file is corrupt."""
+    path = calibration_path()
+    try:
+        stamp = _stamp(path)
+    except FileNotFoundError:
+        return {}
+    return dict(_read_calibration_cached(path, stamp))
+
+
+def _with_calibration(profile: DeviceProfile) -> DeviceProfile:
+    """A fresh copy (callers may edit its dicts); generic profiles get their stored figures.
+
+    Datasheet profiles are never changed by a calibration, even one stored under their name.
+    """
+    entry = read_calibration().get(profile.name) if profile.generic else None
+    if entry is None:
+        return dataclasses.replace(profile, peak_flops=dict(profile.peak_flops),
+                                   sources=dict(profile.sources))
+    host = entry.get("machine", {}).get("hostname") or "unknown host"
+    cite = f"measured: edgekit devices --calibrate on {entry['date']} ({host})"
+    peaks = {p: float(v) for p, v in entry["peak_flops"].items()}
+    sources = {**profile.sources, **{f"peak.{p}": cite for p in peaks}}
+    bandwidth = entry.get("memory_bandwidth_bytes_s")
+    if bandwidth is not None:
+        sources["memory.bandwidth_gbs"] = cite
+    return dataclasses.replace(
+        profile, peak_flops=peaks, sources=sources, calibrated=True,
+        memory_bandwidth_bytes_s=float(bandwidth) if bandwidth is not None else None,
+    )
+
+
+def _resolve(name_or_path: str | os.PathLike[str]) -> Path:
+    text = os.fspath(name_or_path)
+    if text.endswith(".toml") or os.sep in text or (os.altsep and os.altsep in text):
+        path = Path(text).expanduser()
+        if not path.is_file():
+            raise UsageError(f"device profile file {path} does not exist")
+        return path
+    path = PROFILE_DIR / f"{text}.toml"
+    if not path.is_file():
+        raise UnknownNameError("device profile", text, profile_names())
+    return path
+
+
+def load_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:
+    """A shipped profile by name (``jetson-orin-nano-8gb``) or any profile file by path."""
+    path = _resolve(name_or_path)
+    return _with_calibration(_parse_cached(path, _stamp(path)))
+
+
+def profile_names() -> list[str]:
+    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml"))
+
+
+def list_profiles() -> list[DeviceProfile]:
+    """Every shipped profile, sorted by name; the first invalid file raises ProfileError."""
+    return [load_profile(PROFILE_DIR / f"{name}.toml") for name in profile_names()]
+
+
+def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
+    """The profile as JSON-ready data (SI units: FLOP/s, bytes, bytes/s, W) for reports."""
+    document = dataclasses.asdict(profile)
+    document["path"] = str(profile.path) if profile.path is not None else None
+    return document

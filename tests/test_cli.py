@@ -1,0 +1,123 @@
+"""The command line as a user meets it: real subprocess runs, one-line errors, exit codes."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+EXE = [sys.executable, "-m", "edgekit"]
+
+
+def run(*args, cwd=None, env_home=None):
+    env = dict(os.environ, COLUMNS="200")
+    if env_home is not None:
+        env["EDGEKIT_HOME"] = str(env_home)
+    return subprocess.run([*EXE, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def assert_one_line_error(proc, code, *fragments):
+    assert proc.returncode == code, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("edgekit: error:"), proc.stderr
+    assert "Traceback" not in proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_unknown_model_lists_valid_names(tmp_path):
+    assert_one_line_error(run("export", "resnet9000", cwd=tmp_path), 2, "unknown model", "ds-cnn:wide")
+    assert os.listdir(tmp_path) == []
+
+
+def test_unknown_device_lists_valid_names(tmp_path):
+    proc = run("profile", "mlp", "--device", "toaster", cwd=tmp_path)
+    assert_one_line_error(proc, 2, "unknown device profile", "jetson-orin-nano-8gb")
+
+
+def test_missing_and_corrupt_onnx(tmp_path):
+    assert_one_line_error(run("profile", str(tmp_path / "x.onnx"), "--backend", "onnxruntime"),
+                          2, "does not exist")
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"garbage")
+    assert_one_line_error(run("profile", str(bad), "--backend", "onnxruntime"), 2,
+                          "not a valid ONNX model")
+
+
+def test_wrong_data_shape(tmp_path):
+    np.savez(tmp_path / "d.npz", x=np.zeros((30, 3, 8, 8), np.float32), y=np.zeros(30, np.int64))
+    proc = run("train", "mlp", "--data", str(tmp_path / "d.npz"), "-o", str(tmp_path / "m.safetensors"))
+    assert_one_line_error(proc, 2, "(3, 8, 8)", "(1, 8, 8)")
+    assert not (tmp_path / "m.safetensors").exists()
+
+
+def test_unwritable_output(tmp_path):
+    (tmp_path / "file").write_text("x")
+    proc = run("export", "mlp:small", "-o", str(tmp_path / "file" / "art"))
+    assert_one_line_error(proc, 2, "cannot create folder")
+
+
+def test_unreadable_sensor_requested(tmp_path):
+    proc = run("profile", "mlp:small", "--device", "generic-x86-64-cpu", "--energy", "ina3221",
+               "--iterations", "3")
+    assert_one_line_error(proc, 2)
+
+
+def test_debug_shows_traceback(tmp_path):
+    proc = run("--debug", "export", "resnet9000")
+    assert proc.returncode == 2 and "Traceback" in proc.stderr
+
+
+def test_train_export_profile_round_trip(tmp_path):
+    ckpt = tmp_path / "mlp.safetensors"
+    proc = run("train", "mlp:small", "--epochs", "5", "-o", str(ckpt), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "accuracy on the test split" in proc.stdout
+    sidecar = json.loads(ckpt.with_suffix(".json").read_text())
+    assert sidecar["entry"] == "mlp" and sidecar["variant"] == "small"
+    assert sidecar["metrics"]["accuracy"] > 0.5
+
+    proc = run("export", str(ckpt), "--to", "onnx", "--dynamic-batch", "-o", str(tmp_path / "art"))
+    assert proc.returncode == 0, proc.stderr
+    assert "[✓] logits: max abs" in proc.stdout
+    manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
+    assert manifest["source"]["checkpoint_sha256"] == sidecar["weights_sha256"]
+
+    out = tmp_path / "p.json"
+    proc = run("profile", str(tmp_path / "art"), "--backend", "onnxruntime", "--batch", "4",
+               "--iterations", "20", "--warmup", "0", "--json", str(out))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["kind"] == "profile" and report["schema_version"] == 1
+    assert report["iterations"] == 20 and report["settings"]["batch"] == 4
+    assert "p99" in proc.stdout and report["energy"]["source"] in proc.stdout
+
+
+def test_models_lists_entries():
+    proc = run("models")
+    assert proc.returncode == 0
+    for name in ("ds-cnn", "ds-cnn:wide", "mlp:large"):
+        assert name in proc.stdout
+
+
+@pytest.mark.slow
+def test_compare_writes_table_plot_csv_json(tmp_path):
+    proc = run("compare", "mlp:small", "ds-cnn:tiny", "--duration", "0.2",
+               "--plot", str(tmp_path / "c.png"), "--csv", str(tmp_path / "c.csv"),
+               "--json", str(tmp_path / "c.json"), env_home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    csv_lines = (tmp_path / "c.csv").read_text().splitlines()
+    assert csv_lines[0].startswith("name,family,accuracy") and len(csv_lines) == 3
+    doc = json.loads((tmp_path / "c.json").read_text())
+    rows = {r["name"]: r for r in doc["rows"]}
+    assert set(rows) == {"mlp:small", "ds-cnn:tiny"}
+    assert all(r["accuracy"] > 0.8 for r in rows.values())
+    assert any(r["pareto_latency"] for r in rows.values())
+    # the second run reuses the cached checkpoints instead of training again
+    again = run("compare", "mlp:small", "--duration", "0.1", env_home=tmp_path / "home")
+    assert again.returncode == 0 and "training" not in again.stderr

@@ -1,0 +1,84 @@
+"""Datasets (digits, user .npz) and checkpoint integrity."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from edgekit.checkpoint import load_checkpoint, save_checkpoint
+from edgekit.data import load_dataset
+from edgekit.errors import UsageError
+from edgekit.registry import create_model, get_entry
+from edgekit.training import train
+
+TASK = get_entry("mlp").task
+
+
+def test_digits_split_is_real_and_stable():
+    a, b = load_dataset(TASK), load_dataset(TASK)
+    assert a.x_train.shape[1:] == (1, 8, 8) and a.x_train.dtype == np.float32
+    assert len(a.x_train) + len(a.x_test) == 1797
+    assert a.digest == b.digest and np.array_equal(a.y_test, b.y_test)
+    assert 0.0 <= a.x_train.min() and a.x_train.max() <= 1.0
+
+
+def test_npz_loads_and_splits(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "mine.npz"
+    np.savez(path, x=rng.random((50, 1, 8, 8)), y=rng.integers(0, 10, 50))
+    ds = load_dataset(TASK, path)
+    assert len(ds.x_train) == 40 and len(ds.x_test) == 10 and ds.x_train.dtype == np.float32
+
+
+@pytest.mark.parametrize("arrays, message", [
+    ({"x": np.zeros((20, 1, 4, 4)), "y": np.zeros(20, int)}, r"shape \(1, 4, 4\).*\(1, 8, 8\)"),
+    ({"x": np.zeros((20, 1, 8, 8), np.int32), "y": np.zeros(20, int)}, "dtype int32"),
+    ({"x": np.zeros((20, 1, 8, 8)), "y": np.zeros(19, int)}, "20 samples but y has 19"),
+    ({"x": np.zeros((20, 1, 8, 8)), "y": np.full(20, 10)}, r"labels must lie in \[0, 9\]"),
+    ({"x": np.zeros((20, 1, 8, 8))}, "missing array"),
+])
+def test_npz_is_checked_against_the_entry(tmp_path, arrays, message):
+    path = tmp_path / "bad.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(UsageError, match=message):
+        load_dataset(TASK, path)
+
+
+def test_npz_not_a_zip(tmp_path):
+    path = tmp_path / "junk.npz"
+    path.write_bytes(b"not a zip")
+    with pytest.raises(UsageError, match="not a readable .npz"):
+        load_dataset(TASK, path)
+
+
+def test_training_reaches_useful_accuracy():
+    result = train(get_entry("mlp"), load_dataset(TASK), epochs=10, progress=False)
+    assert result.value > 0.9  # a 10-class problem: chance is 0.1
+
+
+def test_checkpoint_checksum_and_mismatch(tmp_path):
+    path = save_checkpoint(create_model("mlp"), tmp_path / "m.safetensors")
+    blob = bytearray(path.read_bytes())
+    blob[-1] ^= 0xFF
+    path.write_bytes(bytes(blob))
+    with pytest.raises(UsageError, match="checksum"):
+        load_checkpoint(path)
+    # a sidecar that names another model than the weights hold
+    other = save_checkpoint(create_model("mlp"), tmp_path / "o.safetensors")
+    side = other.with_suffix(".json")
+    info = json.loads(side.read_text())
+    info.update(entry="ds-cnn", variant=None, config=dict(get_entry("ds-cnn").config))
+    side.write_text(json.dumps(info))
+    with pytest.raises(UsageError, match="does not fit model 'ds-cnn'"):
+        load_checkpoint(other)
+    good = save_checkpoint(create_model("mlp"), tmp_path / "p.safetensors")
+    with pytest.raises(UsageError, match="holds 'mlp', not 'ds-cnn'"):
+        load_checkpoint(good, expect_entry="ds-cnn")
+
+
+def test_checkpoint_without_sidecar(tmp_path):
+    path = save_checkpoint(create_model("mlp"), tmp_path / "m.safetensors")
+    path.with_suffix(".json").unlink()
+    with pytest.raises(UsageError, match="no sidecar"):
+        load_checkpoint(path)

@@ -1,0 +1,89 @@
+"""The profiler end to end on real backends (torch eager, ONNX Runtime) with short runs."""
+from __future__ import annotations
+
+import pytest
+
+from edgekit.errors import UsageError
+from edgekit.exporters import export_onnx
+from edgekit.profiler.run import ProfileSettings, profile
+from edgekit.profiler.timing import TimingPlan
+from edgekit.targets import load_model_source
+
+QUICK = TimingPlan(warmup_s=0.0, min_warmup_iterations=2, iterations=25)
+
+
+def _check_report(report, iterations=25, batch=1):
+    lat = report["latency_ms"]
+    assert report["iterations"] == lat["count"] == iterations
+    assert 0 < lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p95"] <= lat["p99"] <= lat["max"]
+    assert report["throughput"]["inferences_per_s"] == pytest.approx(iterations / report["timed_s"])
+    assert report["timed_s"] >= lat["mean"] * iterations / 1e3 * 0.999
+    assert report["throughput"]["samples_per_s"] == pytest.approx(
+        batch * report["throughput"]["inferences_per_s"])
+    assert report["creation_s"] > 0 and report["first_inference_ms"] > 0
+    assert report["memory"]["peak_rss_mib"] >= report["memory"]["baseline_rss_mib"] > 0
+    assert report["model_size"]["bytes"] > 0
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_profile_registry_model(backend):
+    report = profile("mlp:small", ProfileSettings(backend=backend, threads=1, plan=QUICK,
+                                                  energy="none"))
+    _check_report(report)
+    assert report["backend"]["backend"] == backend and report["settings"]["threads"] == 1
+    comp = report["compute"]
+    assert comp["flops_per_sample"] == 2 * (64 * 32 + 32 * 10)
+    assert comp["achieved_flops_per_s"] == pytest.approx(
+        comp["flops_per_sample"] / (report["latency_ms"]["p50"] / 1e3))
+    assert report["energy"]["measured"] is False and report["energy"]["energy_j"] is None
+
+
+def test_estimated_energy_is_labelled_and_consistent():
+    report = profile("mlp:small", ProfileSettings(device="jetson-orin-nano-8gb", threads=1,
+                                                  plan=QUICK, energy="estimate"))
+    en = report["energy"]
+    assert en["measured"] is False and en["source"].startswith("estimated")
+    assert en["energy_per_inference_j"] == pytest.approx(en["energy_j"] / 25)
+    assert en["avg_power_w"] == pytest.approx(en["energy_j"] / en["duration_s"])
+    assert en["duration_s"] >= report["timed_s"]  # the window encloses the timed phase
+    share = report["compute"]["share_of_peak"]
+    assert share == pytest.approx(report["compute"]["achieved_flops_per_s"]
+                                  / report["compute"]["peak_flops_per_s"])
+
+
+def test_profile_artifact_and_onnx_file(tmp_path):
+    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "art", dynamic_batch=True)
+    settings = ProfileSettings(backend="onnxruntime", batch=4, threads=1, plan=QUICK, energy="none")
+    report = profile(str(tmp_path / "art"), settings)
+    _check_report(report, batch=4)
+    assert report["target"] == "ds-cnn:tiny" and report["compute"]["flops_per_sample"] > 0
+    bare = profile(str(tmp_path / "art" / "model.onnx"), settings)
+    _check_report(bare, batch=4)
+    assert bare["compute"]["flops_per_sample"] is None
+
+
+def test_profile_errors(tmp_path):
+    export_onnx(load_model_source("mlp:small"), tmp_path / "art", batch=2)
+    art = str(tmp_path / "art")
+    with pytest.raises(UsageError, match="--backend onnxruntime"):
+        profile(art, ProfileSettings(backend="torch", plan=QUICK))
+    with pytest.raises(UsageError, match="exported for batch 2, not 1"):
+        profile(art, ProfileSettings(backend="onnxruntime", plan=QUICK))
+    with pytest.raises(UsageError, match="does not exist"):
+        profile(str(tmp_path / "nope.onnx"), ProfileSettings(backend="onnxruntime", plan=QUICK))
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"\x00garbage")
+    with pytest.raises(UsageError, match="not a valid ONNX model"):
+        profile(str(junk), ProfileSettings(backend="onnxruntime", plan=QUICK))
+    with pytest.raises(UsageError, match="not an edgekit artifact"):
+        profile(str(tmp_path), ProfileSettings(backend="onnxruntime", plan=QUICK))
+    with pytest.raises(UsageError, match="--batch"):
+        ProfileSettings(batch=0)
+    with pytest.raises(UsageError, match="--iterations"):
+        TimingPlan(iterations=0)
+
+
+def test_duration_mode_respects_minimum_iterations():
+    plan = TimingPlan(warmup_s=0.0, duration_s=0.05, min_iterations=7)
+    report = profile("mlp:small", ProfileSettings(threads=1, plan=plan, energy="none"))
+    assert report["iterations"] >= 7 and report["timed_s"] >= 0.05 - 1e-3

@@ -1,0 +1,57 @@
+"""Properties every registry model must have (generated from the registry, style.md: timm)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from edgekit.checkpoint import load_checkpoint, save_checkpoint
+from edgekit.errors import UnknownNameError, UsageError
+from edgekit.flops import model_cost
+from edgekit.registry import all_names, create_model, get_entry, list_models, split_name
+
+NAMES = all_names()
+
+
+def test_registry_has_reference_models():
+    names = {e.name for e in list_models()}
+    assert {"ds-cnn", "mlp"} <= names
+    assert "ds-cnn:wide" in NAMES and "mlp:small" in NAMES
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builds_runs_and_counts(name):
+    entry, _ = split_name(name)
+    model = create_model(name).eval()
+    x = entry.example_inputs(batch=3)
+    out = model(*x)
+    assert out.shape == (3, entry.task.num_classes)
+    cost = model_cost(model, entry.example_inputs(batch=1))
+    assert cost.params == sum(p.numel() for p in model.parameters()) > 0
+    assert cost.flops > 0
+    assert model.edgekit_cfg["entry"] == entry.name
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_checkpoint_round_trip(name, tmp_path):
+    torch.manual_seed(1)
+    model = create_model(name).eval()
+    path = save_checkpoint(model, tmp_path / "m.safetensors", metrics={"accuracy": 0.5})
+    loaded, ckpt = load_checkpoint(path)
+    assert ckpt.model_name == name and ckpt.metrics == {"accuracy": 0.5}
+    x = split_name(name)[0].example_inputs(batch=2)
+    assert torch.equal(model(*x), loaded(*x))
+
+
+def test_flops_of_mlp_are_exact():
+    # Linear layers: 2 * in * out FLOPs each: 64*128 + 128*64 + 64*10
+    cost = model_cost(create_model("mlp"), get_entry("mlp").example_inputs(batch=1))
+    assert cost.flops == 2 * (64 * 128 + 128 * 64 + 64 * 10)
+
+
+def test_unknown_names_list_valid_ones():
+    with pytest.raises(UnknownNameError, match="valid: .*ds-cnn"):
+        split_name("resnet9000")
+    with pytest.raises(UnknownNameError, match="ds-cnn:wide"):
+        split_name("ds-cnn:huge")
+    with pytest.raises(UsageError, match="unknown config keys"):
+        get_entry("mlp").build(depth=3)
