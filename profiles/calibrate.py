@@ -45,7 +45,7 @@ def generic_profile_for(profile: DeviceProfile) -> DeviceProfile:
         return profile
     generic = [p for p in list_profiles() if p.generic]
     if profile.kind == "gpu":
-        match = best_match([p for p in generic if p.kind == "gpu"], "nvml_name", profile.name)
+        match = next((p for p in generic if p.kind == "gpu"), None)
     else:
         match = best_match([p for p in generic if p.kind == "cpu"], "machine", profile.arch)
     if match is None:

@@ -81,7 +81,13 @@ def _with_this_cpu(profile: DeviceProfile) -> DeviceProfile:
     sources = {**profile.sources,
                "cpu_cores": f"{_FROM_MACHINE} (os.cpu_count, logical CPUs)",
                "memory.size_gib": f"{_FROM_MACHINE} (psutil.virtual_memory)"}
-    return dataclasses.replace(profile, cpu_cores=os.cpu_count(),
+    cores = os.cpu_count() or 1
+    tdp = profile.tdp_w
+    if tdp is None and profile.core_power_w is not None:
+        tdp = profile.core_power_w * cores  # an assumption, shown as such in every estimate
+        sources["power.tdp_w"] = (f"assumed: {cores} cores x {profile.core_power_w:g} W/core "
+                                  f"({sources.get('power.core_w', 'profile figure')})")
+    return dataclasses.replace(profile, cpu_cores=cores, tdp_w=tdp,
                                memory_bytes=psutil.virtual_memory().total, sources=sources)
 
 

@@ -42,7 +42,7 @@ _FIELDS = {
          "preferred_precisions", "peak", "memory", "storage", "power", "detect", "sources"),
     "memory.": ("size_gib", "bandwidth_gbs"),
     "storage.": ("bandwidth_gbs",),
-    "power.": ("modes", "default_mode", "tdp_w", "idle_w", "sensor"),
+    "power.": ("modes", "default_mode", "tdp_w", "idle_w", "core_w", "sensor"),
     "power.sensor.": ("kind", "total_rail"),
 }
 _TERA, _GIGA, _GIB = 1e12, 1e9, 2**30
@@ -126,7 +126,8 @@ def _peaks(path: Path, data: dict[str, Any], generic: bool) -> dict[str, float]:
 
 
 def _power(path: Path, data: dict[str, Any]) -> tuple[tuple[PowerMode, ...], str | None,
-                                                     float | None, float | None, PowerSensor]:
+                                                     float | None, float | None, float | None,
+                                                     PowerSensor]:
     power = _table(path, data, "power")
     _check_keys(path, power, "power.")
     modes_table = _table(path, power, "modes", "power.")
@@ -151,7 +152,8 @@ def _power(path: Path, data: dict[str, Any]) -> tuple[tuple[PowerMode, ...], str
         kind=_string(path, sensor_table, "kind", "power.sensor.", choices=SENSOR_KINDS),
         total_rail=_string(path, sensor_table, "total_rail", "power.sensor.", required=False),
     )
-    return modes, default, tdp, _number(path, power, "idle_w", "power."), sensor
+    return (modes, default, tdp, _number(path, power, "idle_w", "power."),
+            _number(path, power, "core_w", "power."), sensor)
 
 
 def _detect(path: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -167,6 +169,9 @@ def _sources(path: Path, data: dict[str, Any], cited: list[str]) -> dict[str, st
     """Every figure cites its source, and every citation belongs to a figure the file has."""
     sources = _table(path, data, "sources")
     for key, value in sources.items():
+        if isinstance(value, dict):
+            raise _error(path, f"sources.{key}", "must be a string: quote dotted keys, "
+                         f"\"{key}.{next(iter(value), '...')}\" = \"...\"")
         if not isinstance(value, str) or not value.strip():
             raise _error(path, f"sources.{key}", f"must be a non-empty string, got {value!r}")
         if key not in cited:
@@ -203,16 +208,17 @@ def _parse(path: Path) -> DeviceProfile:
     storage = _table(path, data, "storage")
     _check_keys(path, storage, "storage.")
     storage_bandwidth = _number(path, storage, "bandwidth_gbs", "storage.")
-    modes, default, tdp, idle, sensor = _power(path, data)
+    modes, default, tdp, idle, core_w, sensor = _power(path, data)
 
     present = {"cpu_cores": cores, "memory.size_gib": size, "memory.bandwidth_gbs": bandwidth,
                "storage.bandwidth_gbs": storage_bandwidth, "power.modes": modes or None,
-               "power.tdp_w": None if modes else tdp, "power.idle_w": idle,
+               "power.tdp_w": None if modes else tdp, "power.idle_w": idle, "power.core_w": core_w,
                "power.sensor": None if sensor.kind == "none" else sensor}
     cited = [f"peak.{p}" for p in peak_flops] + [k for k, v in present.items() if v is not None]
     sources = _sources(path, data, cited)
     if modes:
-        sources["power.tdp_w"] = f"watts of the default power mode {default}; {sources['power.modes']}"
+        sources["power.tdp_w"] = (f"watts of the default power mode {default}; "
+                                  f"{sources['power.modes']}")
 
     return DeviceProfile(
         name=name,
@@ -233,6 +239,7 @@ def _parse(path: Path) -> DeviceProfile:
         cpu_cores=cores,
         sources=sources,
         detect=_detect(path, data),
+        core_power_w=core_w,
         generic=generic,
         path=path,
     )

@@ -47,6 +47,7 @@ class DeviceProfile:
     cpu_cores: int | None
     sources: dict[str, str]  # field -> citation (datasheet, URL, "measured: edgekit calibrate")
     detect: dict[str, tuple[str, ...]] = field(default_factory=dict)  # how to recognise it
+    core_power_w: float | None = None  # generic CPUs: assumed watts per core, for estimates
     generic: bool = False  # no datasheet: cores/memory read from the machine, peaks calibrated
     calibrated: bool = False  # peaks/bandwidth come from `edgekit devices --calibrate`
     path: Path | None = None

@@ -13,9 +13,9 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
+import edgekit.profiles.detect as detect
 from edgekit.cli import cli
 from edgekit.errors import ProfileError, UnknownNameError, UsageError
-import edgekit.profiles.detect as detect
 from edgekit.profiles import (
     calibrate,
     detect_profile,
@@ -28,7 +28,6 @@ from edgekit.profiles.loader import PROFILE_DIR
 from edgekit.profiles.schema import DEVICE_KINDS, PRECISIONS, SENSOR_KINDS
 
 NAMES = profile_names()
-DATASHEET = [n for n in NAMES if not n.startswith("generic-")]
 
 
 @pytest.fixture(autouse=True)
@@ -89,7 +88,8 @@ def test_every_figure_line_has_a_comment(name: str) -> None:
 
 def test_datasheet_figures_are_dense_and_rails_right() -> None:
     """Spot checks against the datasheets: NVIDIA's sparse INT8 TOPS are halved."""
-    nano, nano_super = load_profile("jetson-orin-nano-8gb"), load_profile("jetson-orin-nano-8gb-super")
+    nano = load_profile("jetson-orin-nano-8gb")
+    nano_super = load_profile("jetson-orin-nano-8gb-super")
     assert nano.peak_for("int8") == 20e12 and nano_super.peak_for("int8") == 33.5e12
     assert nano.memory_bandwidth_bytes_s == 68e9 and nano_super.memory_bandwidth_bytes_s == 102e9
     assert nano.memory_bytes == 8 * 2**30 and nano.power_mode("7W").watts == 7
@@ -193,6 +193,8 @@ BAD_FILES = {
                               "field 'peak.fp32' has no source"),
     "source without figure": (_sub('cpu_cores = "test"', 'cpu_cores = "test"\n"peak.fp16" = "x"'),
                               "field 'sources.peak.fp16' cites a figure the profile does not"),
+    "unquoted dotted source key": (_sub('"peak.fp32" = "test"', 'peak.fp32 = "test"'),
+                                   "field 'sources.peak' must be a string: quote dotted keys"),
     "name is not the file name": (_sub('name = "my-board"', 'name = "other"'),
                                   "field 'name' must equal the file name 'my-board'"),
     "fractional cores": (_sub("cpu_cores = 6", "cpu_cores = 6.5"),
@@ -398,3 +400,17 @@ def test_cli_calibrate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     assert document["calibration"]["profile"] == _this_cpu_profile()
     detected = next(p for p in document["profiles"] if p["name"] == document["detected"])
     assert detected["calibrated"] and detected["peak_flops"]["fp32"] > 0
+
+
+def test_generic_cpu_power_is_an_assumption_scaled_by_cores(tmp_path):
+    import os
+
+    from edgekit.energy import open_meter
+
+    profile = detect_profile(tmp_path, machine="x86_64")
+    assert profile.tdp_w == pytest.approx(profile.core_power_w * os.cpu_count())
+    assert profile.sources["power.tdp_w"].startswith("assumed:")
+    meter = open_meter(profile, "estimate")
+    meter.begin()
+    result = meter.end()
+    assert result.measured is False and result.source == "estimated: tdp"

@@ -7,6 +7,7 @@ import math
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import BACKEND_NAMES
@@ -28,7 +29,7 @@ def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
                   title_style="bold", caption="* on the accuracy-latency frontier, "
-                  "† on the accuracy-energy frontier; energy: " + ", ".join(result["energy_sources"]))
+                  "† on the accuracy-energy frontier; energy: " + escape(", ".join(result["energy_sources"])))
     for col in ("", "model", "accuracy", "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
         table.add_column(col, justify="left" if col in ("", "model") else "right")
     for r in result["rows"]:

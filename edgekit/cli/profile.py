@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import BACKEND_NAMES
@@ -57,11 +58,11 @@ def render_profile(report: dict[str, Any]) -> Table:
     en = report["energy"]
     if "energy_per_inference_j" in en:
         table.add_row("energy", f"{en['energy_per_inference_j'] * 1e3:.4f} mJ/inference, "
-                                f"avg {en['avg_power_w']:.2f} W [{en['source']}]")
+                                f"avg {en['avg_power_w']:.2f} W " + escape(f"[{en['source']}]"))
     else:
-        table.add_row("energy", f"unavailable [{en['source']}]")
+        table.add_row("energy", escape(f"unavailable [{en['source']}]"))
     if en.get("note"):
-        table.add_row("", f"[dim]{en['note']}[/dim]")
+        table.add_row("", f"[dim]{escape(en['note'])}[/dim]")
     return table
 
 
