@@ -28,8 +28,7 @@ CSV_COLUMNS = ("name", "family", "accuracy", "params", "flops_per_sample", "late
 def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
-                  title_style="bold", caption="* on the accuracy-latency frontier, "
-                  "† on the accuracy-energy frontier; energy: " + escape(", ".join(result["energy_sources"])))
+                  title_style="bold")
     for col in ("", "model", "accuracy", "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
         table.add_column(col, justify="left" if col in ("", "model") else "right")
     for r in result["rows"]:
@@ -70,6 +69,8 @@ def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int
                                plan=TimingPlan(duration_s=duration), energy=energy)
     result = run_compare(list(names), settings, data=data, progress=True)
     console.print(render_compare(result))
+    console.print("* on the accuracy-latency frontier, † on the accuracy-energy frontier; energy: "
+                  + escape(", ".join(result["energy_sources"])))
     if csv_path:
         atomic_write_text(csv_path, to_csv(result))
         err_console.print(f"[dim]wrote {csv_path}[/dim]")

@@ -31,7 +31,7 @@ def render_profile(report: dict[str, Any]) -> Table:
                         f"{report['device']['profile']}", show_header=False, title_style="bold")
     table.add_column("what", style="bold")
     table.add_column("value")
-    table.add_row("settings", f"batch {settings['batch']}, {settings['threads']} threads, "
+    table.add_row("settings", f"batch {settings['batch']}, threads {settings['threads']}, "
                               f"{settings['precision']}, {report['iterations']} iterations "
                               f"in {report['timed_s']:.2f} s")
     table.add_row("creation", f"{report['creation_s'] * 1e3:.1f} ms")
