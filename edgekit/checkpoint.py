@@ -7,7 +7,6 @@ caught before it is loaded. Nothing is ever unpickled.
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_write_bytes, atomic_write_json
+from edgekit.fileio import atomic_write_bytes, atomic_write_json, read_json_object
 from edgekit.registry import ModelEntry, split_name, VARIANT_SEPARATOR
 
 SIDECAR_FORMAT = "edgekit-checkpoint/1"
@@ -37,14 +36,6 @@ class Checkpoint:
 
 def sidecar_path(path: str | Path) -> Path:
     return Path(path).with_suffix(".json")
-
-
-def sha256_file(path: str | Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] | None = None,
@@ -84,11 +75,8 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if not side.is_file():
         raise UsageError(f"checkpoint {path} has no sidecar {side.name}",
                          hint="checkpoints are written by 'edgekit train'")
-    try:
-        info = json.loads(side.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{side}: not valid JSON ({exc})") from exc
-    if not isinstance(info, dict) or info.get("format") != SIDECAR_FORMAT:
+    info = read_json_object(side)
+    if info.get("format") != SIDECAR_FORMAT:
         raise UsageError(f"{side}: not an edgekit checkpoint sidecar")
     name = info["entry"] + (f"{VARIANT_SEPARATOR}{info['variant']}" if info.get("variant") else "")
     entry, variant = split_name(name)

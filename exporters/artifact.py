@@ -6,24 +6,19 @@ folder whose files do not match their hashes, so a corrupt model is never run si
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
+from edgekit.fileio import read_json_object, sha256_file
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
 
 
 def file_record(path: Path) -> dict[str, Any]:
-    h = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            h.update(block)
-    return {"sha256": h.hexdigest(), "bytes": path.stat().st_size}
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
 @dataclass(frozen=True)
@@ -58,12 +53,9 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
     if not manifest_path.is_file():
         raise UsageError(f"{folder} is not an edgekit artifact (no {MANIFEST})",
                          hint="create one with 'edgekit export MODEL --to onnx -o DIR'")
-    try:
-        manifest = json.loads(manifest_path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{manifest_path}: not valid JSON ({exc})") from exc
+    manifest = read_json_object(manifest_path)
     for key in ("schema_version", "format", "model_file", "files", "source", "inputs", "outputs"):
-        if not isinstance(manifest, dict) or key not in manifest:
+        if key not in manifest:
             raise UsageError(f"{manifest_path}: missing field '{key}'")
     if manifest["schema_version"] > MANIFEST_SCHEMA:
         raise UsageError(f"{manifest_path}: schema {manifest['schema_version']} is newer than this "
