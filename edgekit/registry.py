@@ -9,7 +9,6 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -64,6 +63,9 @@ class ModelEntry:
     export: ExportSettings = ExportSettings()
     train: TrainSettings = TrainSettings()
     spiking: bool = False
+    # The inference form of a trained model (reparameterisation, BN folding), applied before
+    # export and profiling so users measure what they would deploy; outputs must not change.
+    deploy: Callable[[nn.Module], nn.Module] | None = None
 
     def config_for(self, variant: str | None = None, **overrides: Any) -> dict[str, Any]:
         """The full config of a variant, with explicit overrides applied last."""
@@ -83,10 +85,10 @@ class ModelEntry:
         """Build the module and attach its provenance as ``model.edgekit_cfg``."""
         cfg = self.config_for(variant, **overrides)
         model = self.builder(**cfg)
-        model.edgekit_cfg = MappingProxyType({  # type: ignore[assignment]
+        model.edgekit_cfg = {  # type: ignore[assignment]
             "entry": self.name, "variant": variant, "config": cfg, "task": self.task,
             "paper": self.paper, "export": self.export,
-        })
+        }
         return model
 
     def example_inputs(self, batch: int = 1, seed: int = 0) -> tuple[torch.Tensor, ...]:

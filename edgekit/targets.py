@@ -53,13 +53,21 @@ def looks_like_path(target: str) -> bool:
     return target.endswith((".safetensors", ".onnx")) or "/" in target or Path(target).exists()
 
 
-def load_model_source(target: str) -> ModelSource:
-    """A registry name (untrained weights) or a ``.safetensors`` checkpoint (trained weights)."""
+def load_model_source(target: str, deploy: bool = True) -> ModelSource:
+    """A registry name (untrained weights) or a ``.safetensors`` checkpoint (trained weights).
+
+    With ``deploy`` the entry's inference form is applied (``ModelEntry.deploy``), so exports and
+    profiles measure what would be deployed.
+    """
     if target.endswith(".safetensors") or (Path(target).is_file() and not target.endswith(".onnx")):
         model, ckpt = load_checkpoint(target)
-        return ModelSource(model, ckpt.entry, ckpt.variant, ckpt)
-    if looks_like_path(target) and not Path(target).exists():
+        source = ModelSource(model, ckpt.entry, ckpt.variant, ckpt)
+    elif looks_like_path(target) and not Path(target).exists():
         raise UsageError(f"{target} does not exist",
                          hint=f"give a checkpoint, an artifact folder or a model: {', '.join(all_names())}")
-    entry, variant = split_name(target)
-    return ModelSource(entry.build(variant).eval(), entry, variant)
+    else:
+        entry, variant = split_name(target)
+        source = ModelSource(entry.build(variant).eval(), entry, variant)
+    if deploy and source.entry.deploy is not None:
+        source.model = source.entry.deploy(source.model.eval()).eval()
+    return source

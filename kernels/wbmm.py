@@ -277,7 +277,8 @@ class WBMM(nn.Module):
         """A new operator in deploy form ``form`` computing ``op(x) * scale + shift`` (a
         following BatchNorm folded in, per channel) from this one in eval mode."""
         if form not in DEPLOY_FORMS:
-            raise UsageError(f"unknown WBMM deploy form '{form}'", hint=f"valid: {', '.join(DEPLOY_FORMS)}")
+            raise UsageError(f"unknown WBMM deploy form '{form}'",
+                             hint=f"valid: {', '.join(DEPLOY_FORMS)}")
         if self.deploy == "cached" and form == "compact":
             raise UsageError("a cached WBMM operator cannot go back to the compact form",
                              hint="reparameterise the training form instead")

@@ -55,3 +55,16 @@ def test_unknown_names_list_valid_ones():
         split_name("ds-cnn:huge")
     with pytest.raises(UsageError, match="unknown config keys"):
         get_entry("mlp").build(depth=3)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if split_name(n)[0].deploy is not None])
+def test_deploy_form_keeps_outputs(name):
+    import copy
+
+    entry, variant = split_name(name)
+    torch.manual_seed(0)
+    model = entry.build(variant).eval()
+    deployed = entry.deploy(copy.deepcopy(model)).eval()
+    x = entry.example_inputs(batch=2)
+    with torch.no_grad():
+        torch.testing.assert_close(deployed(*x), model(*x), atol=1e-5, rtol=1e-4)

@@ -196,7 +196,8 @@ def test_onnx_export_is_one_matmul_and_matches_torch(form, tmp_path):
     for name, size in (("few", (13, 16)), ("many", (40, 47))):  # 2x3 vs 6x7 windows, padded
         x = torch.randn(2, 8, *size)
         ops[name] = _export(op, x, tmp_path / f"{name}.onnx")
-        session = ort.InferenceSession(str(tmp_path / f"{name}.onnx"), providers=["CPUExecutionProvider"])
+        session = ort.InferenceSession(str(tmp_path / f"{name}.onnx"),
+                                       providers=["CPUExecutionProvider"])
         (out,) = session.run(None, {"x": x.numpy()})
         with torch.no_grad():
             np.testing.assert_allclose(out, op(x).numpy(), rtol=1e-4, atol=1e-5)
@@ -229,7 +230,8 @@ def test_paper_stage_patterns():
     assert t[0] == ("D", "D", "D") and t[1] == ("W", "D", "W")
     assert t[2] == ("W", "D") * 9 and t[3] == ("W", "W", "W")
     assert [len(p) for p in paper_config("s")["patterns"]] == [3, 3, 27, 3]
-    assert paper_config("p")["small_kernel_stages"] == (3,) and paper_config("t")["small_kernel_stages"] == ()
+    assert paper_config("p")["small_kernel_stages"] == (3,)
+    assert paper_config("t")["small_kernel_stages"] == ()
     with pytest.raises(UsageError, match="valid: p, n, t, s"):
         paper_config("xl")
 

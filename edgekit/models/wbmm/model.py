@@ -18,7 +18,6 @@ operators become ``compact`` (table indexed on every call) or ``cached`` (dense 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -178,7 +177,8 @@ class WBMMNet(nn.Module):
         if len(dims) != len(patterns):
             raise UsageError(f"{len(dims)} stage widths but {len(patterns)} stage patterns")
         if deploy not in (None, *DEPLOY_FORMS):
-            raise UsageError(f"unknown deploy form '{deploy}'", hint=f"valid: {', '.join(DEPLOY_FORMS)}")
+            raise UsageError(f"unknown deploy form '{deploy}'",
+                             hint=f"valid: {', '.join(DEPLOY_FORMS)}")
         n_stages = len(dims)
         windows = [windows] * n_stages if isinstance(windows, int) else list(windows)
         if len(windows) != n_stages:
@@ -238,7 +238,7 @@ class WBMMNet(nn.Module):
         self.deploy = form
         cfg = getattr(self, "edgekit_cfg", None)
         if cfg is not None and "deploy" in cfg["config"]:
-            self.edgekit_cfg = MappingProxyType({**cfg, "config": {**cfg["config"], "deploy": form}})
+            self.edgekit_cfg = {**cfg, "config": {**cfg["config"], "deploy": form}}
         return self.eval()
 
 
@@ -260,7 +260,8 @@ PAPER_TOP1 = {"p": 80.3, "n": 81.7, "t": 83.2, "s": 83.9}
 def paper_config(name: str, **overrides: Any) -> dict[str, Any]:
     """The full WBMMNet config of WBMM-P/N/T/S at ImageNet size (1000 classes, 224x224, w=7)."""
     if name not in PAPER_CONFIGS:
-        raise UsageError(f"unknown WBMM paper config '{name}'", hint=f"valid: {', '.join(PAPER_CONFIGS)}")
+        raise UsageError(f"unknown WBMM paper config '{name}'",
+                         hint=f"valid: {', '.join(PAPER_CONFIGS)}")
     cfg = {"in_channels": 3, "num_classes": 1000, "windows": 7, "stem_strides": (2, 2),
            "drop_path_rate": 0.0, "layer_scale_init": 1e-6, "head_init_scale": 1.0,
            "deploy": None, **PAPER_CONFIGS[name]}
@@ -286,6 +287,11 @@ DIGITS_CONFIG: dict[str, Any] = {
     "stem_strides": (1, 1), "drop_path_rate": 0.0, "layer_scale_init": 1e-6,
     "head_init_scale": 1.0, "deploy": None,
 }
+def _deploy(model: WBMMNet) -> WBMMNet:
+    """Export and profile the reparameterised net with dense window matrices (the fast form)."""
+    return model.reparameterize("cached")
+
+
 DIGITS_TRAIN = TrainSettings(epochs=15, batch_size=64, lr=3e-3, weight_decay=0.05)
 
 register_model(ModelEntry(
@@ -297,6 +303,7 @@ register_model(ModelEntry(
     description="UniRepLKNet-style net with WBMM blocks (window 4, digits-sized)",
     paper=PAPER,
     train=DIGITS_TRAIN,
+    deploy=_deploy,
 ))
 
 register_model(ModelEntry(
@@ -308,4 +315,5 @@ register_model(ModelEntry(
     description="the wbmm twin with a 13x13 depthwise conv in place of every WBMM",
     paper=PAPER,
     train=DIGITS_TRAIN,
+    deploy=_deploy,
 ))
