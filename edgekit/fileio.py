@@ -14,6 +14,12 @@ from typing import Any
 from edgekit.errors import UsageError
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _parent_writable(path: Path) -> Path:
     parent = path.resolve().parent
     try:
@@ -35,6 +41,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file ordinary modes
         os.replace(tmp, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
@@ -65,6 +72,7 @@ def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True) -> It
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists", hint="remove it or choose another -o")
     staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".partial"))
+    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield staging
         if target.exists():

@@ -1,5 +1,8 @@
 """PyTorch -> ONNX: export, simplify (onnxslim), check (onnx.checker), validate (ONNX Runtime).
 
+Every artifact also carries the FP32 reference (``reference.npz``: an input sample and PyTorch's
+outputs on it) that later engines and bundles made from it are judged against.
+
 Everything happens in a staging folder that replaces the output folder only when every step
 passed, so a failed export leaves nothing half-made (and an older good artifact stays intact).
 """
@@ -19,6 +22,8 @@ import torch
 
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record
+from edgekit.exporters.reference import (REFERENCE_FILE, make_reference, reference_record,
+                                         save_reference)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.flops import model_cost
@@ -151,6 +156,8 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
         if not report.passed:
             raise ValidationFailed(report, f"export of {source.name}")
         in_rec, out_rec = _io_records(model_path)
+        reference = make_reference(source, max(batches))
+        save_reference(staging / REFERENCE_FILE, reference)
         manifest = {
             "schema_version": MANIFEST_SCHEMA,
             "format": "onnx",
@@ -166,8 +173,10 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "flops_per_sample": cost.flops_per_sample,
             "simplifier": simplifier,
             "validation": report.to_dict(),
+            "reference": reference_record(reference),
             "target_device": device,
-            "files": {MODEL_FILE: file_record(model_path)},
+            "files": {MODEL_FILE: file_record(model_path),
+                      REFERENCE_FILE: file_record(staging / REFERENCE_FILE)},
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
         }

@@ -27,6 +27,8 @@ class OutputComparison:
     p99_abs: float
     max_rel: float
     median_rel: float
+    p90_rel: float
+    p95_rel: float
     p99_rel: float
     mismatched: int  # elements outside atol + rtol*|ref|
     elements: int
@@ -83,8 +85,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
     r = np.asarray(reference, dtype=np.float64)
     if a.shape != r.shape:
         nan = float("nan")
-        return OutputComparison(name, a.shape, r.shape, nan, nan, nan, nan, nan, nan, nan, nan,
-                                int(r.size), int(r.size), atol, rtol)
+        return OutputComparison(name, a.shape, r.shape, *([nan] * 10), int(r.size), int(r.size),
+                                atol, rtol)
     diff = np.abs(a - r).ravel()
     rel = diff / np.maximum(np.abs(r).ravel(), _REL_FLOOR)
     bad = int(np.count_nonzero(~(diff <= atol + rtol * np.abs(r).ravel())))  # NaN counts as bad
@@ -92,7 +94,8 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
         name, a.shape, r.shape,
         float(diff.max(initial=0.0)), _percentile(diff, 50), _percentile(diff, 90),
         _percentile(diff, 95), _percentile(diff, 99),
-        float(rel.max(initial=0.0)), _percentile(rel, 50), _percentile(rel, 99),
+        float(rel.max(initial=0.0)), _percentile(rel, 50), _percentile(rel, 90),
+        _percentile(rel, 95), _percentile(rel, 99),
         bad, int(r.size), atol, rtol,
     )
 

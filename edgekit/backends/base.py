@@ -2,6 +2,8 @@
 
 The profiler never branches on the backend: it calls ``prepare`` once (outside the timed loop:
 host arrays become the backend's native inputs), then ``run`` and ``synchronize`` per iteration.
+A runner that can time the phases of an inference (a GPU's copies and compute) records them with
+``record_phase``; the profiler reads ``phase_samples`` and reports each phase beside the latency.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ class Runner(ABC):
 
     def __init__(self) -> None:
         self.active = False
+        self._phases: dict[str, list[float]] = {}
 
     def __enter__(self) -> "Runner":
         self.activate()
@@ -58,6 +61,18 @@ class Runner(ABC):
     def describe(self) -> dict[str, Any]:
         """Settings that belong in the report (threads, providers, precision)."""
         return {"backend": self.name}
+
+    def record_phase(self, phase: str, seconds: float) -> None:
+        """One iteration's time in ``phase`` ("h2d", "compute", ...), for ``phase_samples``."""
+        self._phases.setdefault(phase, []).append(seconds)
+
+    def phase_samples(self) -> dict[str, list[float]]:
+        """Per-phase times in seconds, one per iteration since the last reset; empty where the
+        backend does not split an inference into phases."""
+        return {k: list(v) for k, v in self._phases.items()}
+
+    def reset_phase_samples(self) -> None:
+        self._phases.clear()
 
     def _check_active(self) -> None:
         if not self.active:

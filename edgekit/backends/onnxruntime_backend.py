@@ -1,18 +1,71 @@
-"""ONNX Runtime backend: one InferenceSession with fixed thread counts."""
+"""ONNX Runtime backend: one InferenceSession with fixed thread counts, on the CPU, CUDA or
+TensorRT execution provider (``--provider cpu|cuda|tensorrt``).
+
+The TensorRT provider keeps its engines and timing cache on disk under
+``$EDGEKIT_HOME/onnxruntime/tensorrt``, so only the first session of a model pays for the build.
+ONNX Runtime silently falls back to the CPU when a provider's libraries fail to load; the runner
+checks the session's providers and refuses to measure the CPU under a GPU provider's name.
+"""
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from edgekit.backends.base import Feed, Runner
-from edgekit.errors import UsageError
+from edgekit.errors import UnknownNameError, UsageError
+from edgekit.paths import edgekit_home
+
+ProviderEntry = Union[str, tuple[str, dict[str, Any]]]
+PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
+             "tensorrt": "TensorrtExecutionProvider"}
+
+
+def provider_cache_dir() -> Path:
+    return edgekit_home() / "onnxruntime" / "tensorrt"
+
+
+def execution_providers(provider: str = "cpu", available: Sequence[str] | None = None,
+                        precision: str = "fp32") -> list[ProviderEntry]:
+    """The provider list for ``--provider NAME``, checked against what this ONNX Runtime has.
+
+    GPU providers come first with the ones below them as fallbacks for unsupported nodes (as ONNX
+    Runtime recommends): tensorrt -> cuda -> cpu. A provider this build lacks is one UsageError
+    that lists the available ones.
+    """
+    if provider not in PROVIDERS:
+        raise UnknownNameError("execution provider", provider, PROVIDERS)
+    if available is None:
+        import onnxruntime as ort
+
+        available = ort.get_available_providers()
+    wanted = PROVIDERS[provider]
+    if wanted not in available:
+        raise UsageError(f"this ONNX Runtime has no {wanted} (--provider {provider})",
+                         hint=f"available: {', '.join(available)}; GPU providers need "
+                              f"onnxruntime-gpu (pip install 'edgekit[gpu]') and an NVIDIA GPU")
+    if provider == "cpu":
+        return [wanted]
+    chain: list[ProviderEntry] = []
+    if provider == "tensorrt":
+        cache = str(provider_cache_dir())
+        chain.append((wanted, {"trt_engine_cache_enable": True, "trt_engine_cache_path": cache,
+                               "trt_timing_cache_enable": True, "trt_timing_cache_path": cache,
+                               "trt_fp16_enable": precision == "fp16"}))
+    if PROVIDERS["cuda"] in available:
+        chain.append((PROVIDERS["cuda"], {"device_id": 0}))
+    chain.append(PROVIDERS["cpu"])
+    return chain
+
+
+def _provider_name(entry: ProviderEntry) -> str:
+    return entry if isinstance(entry, str) else entry[0]
 
 
 def make_session(path: str | Path, threads: int | None = None,
-                 providers: Sequence[str] = ("CPUExecutionProvider",)) -> Any:
+                 providers: Sequence[ProviderEntry] = ("CPUExecutionProvider",)) -> Any:
     """A session with intra-op threads fixed (inter-op 1, sequential), so runs are comparable."""
     import onnxruntime as ort
 
@@ -23,18 +76,33 @@ def make_session(path: str | Path, threads: int | None = None,
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     opts.log_severity_level = 3
+    names = {_provider_name(p) for p in providers}
+    if PROVIDERS["tensorrt"] in names:
+        provider_cache_dir().mkdir(parents=True, exist_ok=True)
+    if names & {PROVIDERS["cuda"], PROVIDERS["tensorrt"]} and hasattr(ort, "preload_dlls"):
+        try:  # CUDA/cuDNN from the nvidia-* wheels are found only when preloaded (ORT >= 1.21)
+            ort.preload_dlls()
+        except Exception:  # a system-wide CUDA install needs no preloading; the check below tells
+            pass
     try:
-        return ort.InferenceSession(str(path), sess_options=opts, providers=list(providers))
+        session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers))
     except Exception as exc:  # ORT raises its own Fail/InvalidGraph/NoSuchFile types
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"ONNX Runtime cannot load {path}: {first}") from exc
+    wanted = _provider_name(providers[0]) if providers else PROVIDERS["cpu"]
+    if wanted not in session.get_providers():
+        raise UsageError(f"ONNX Runtime could not start {wanted} for {Path(path).name} and fell "
+                         f"back to {', '.join(session.get_providers())}",
+                         hint="check that the CUDA, cuDNN (and TensorRT) libraries that "
+                              "onnxruntime-gpu needs are installed and on the library path")
+    return session
 
 
 class OnnxRuntimeRunner(Runner):
     name = "onnxruntime"
 
     def __init__(self, path: str | Path, threads: int | None = None,
-                 providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
+                 providers: Sequence[ProviderEntry] = ("CPUExecutionProvider",)) -> None:
         super().__init__()
         self.path = Path(path)
         self.threads = threads
@@ -69,5 +137,6 @@ class OnnxRuntimeRunner(Runner):
         import onnxruntime as ort
 
         return {"backend": self.name, "threads": self.threads, "inter_op_threads": 1,
-                "providers": list(self.session.get_providers()) if self.session else list(self.providers),
+                "providers": list(self.session.get_providers()) if self.session
+                else [_provider_name(p) for p in self.providers],
                 "onnxruntime": ort.__version__}

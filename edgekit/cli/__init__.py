@@ -40,10 +40,10 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from edgekit.cli import compare, devices, export, models, profile, train
+    from edgekit.cli import compare, devices, export, models, profile, train, validate
 
     for command in (devices.devices, models.models, train.train, export.export,
-                    profile.profile, compare.compare):
+                    validate.validate, profile.profile, compare.compare):
         cli.add_command(command)
 
 

@@ -1,13 +1,86 @@
-"""``edgekit export``: a model or checkpoint to a validated artifact folder."""
+"""``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine or a Jetson bundle."""
 from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import click
 
 from edgekit.cli.common import console, err_console
 from edgekit.errors import UsageError
-from edgekit.exporters import EXPORT_FORMATS, ValidationFailed, export_onnx
+from edgekit.exporters import (EXPORT_FORMATS, Artifact, EngineBuildConfig, ValidationFailed,
+                               export_onnx, is_artifact, load_artifact)
+from edgekit.exporters.calibration import CALIBRATORS, samples_for_artifact
+from edgekit.exporters.tensorrt import PRECISIONS
 from edgekit.profiles import load_profile
 from edgekit.targets import load_model_source
+
+_ENGINE_FORMATS = ("tensorrt", "jetson-bundle")
+_ONNX_ONLY = ("opset", "batch", "dynamic_batch")
+_ENGINE_OPTIONS = ("precision", "workspace", "dla_core", "min_shape", "opt_shape", "max_shape",
+                   "timing_cache")
+_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache")
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def _given(values: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    return [_flag(n) for n in names if values[n] not in (None, False, ())]
+
+
+def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -> None:
+    """Options that do not apply to this export are an error, not silently ignored."""
+    if fmt not in _ENGINE_FORMATS:
+        extra = _given(values, _ENGINE_OPTIONS + _INT8_OPTIONS + ("cuda_graph",))
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply to --to tensorrt and --to jetson-bundle")
+    if (values["precision"] or "fp32") != "int8":
+        extra = _given(values, _INT8_OPTIONS)
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply to --precision int8")
+    if fmt == "tensorrt" and values["cuda_graph"]:
+        raise UsageError("--cuda-graph applies to --to jetson-bundle (its profiling commands); "
+                         "for an engine use 'edgekit profile ENGINE --backend tensorrt --cuda-graph'")
+    if fmt == "jetson-bundle" and values["timing_cache"]:
+        raise UsageError("--timing-cache applies to --to tensorrt; a bundle keeps its timing "
+                         "cache beside the model on the device")
+    if target_is_artifact:
+        extra = _given(values, _ONNX_ONLY)
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply when exporting from a model or checkpoint; "
+                             f"the target is already an ONNX artifact")
+    if values["dynamic_batch"] and values["batch"] not in (None, 1):
+        raise UsageError("--batch and --dynamic-batch exclude each other")
+
+
+def _print_validation(result_lines: list[str], err: bool = False) -> None:
+    for line in result_lines:
+        (err_console if err else console).print(line, markup=False, highlight=False)
+
+
+@contextlib.contextmanager
+def _onnx_artifact(target: str, fmt: str, values: dict[str, Any],
+                   profile: str | None) -> Iterator[tuple[Artifact, str]]:
+    """The ONNX artifact a TensorRT build or bundle starts from: TARGET itself when it is one,
+    else a validated export into a temporary folder."""
+    if Path(target).is_dir() and is_artifact(target):
+        artifact = load_artifact(target)
+        yield artifact, str(Path(target))
+        return
+    source = load_model_source(target)
+    with tempfile.TemporaryDirectory(prefix="edgekit-onnx-") as tmp:
+        console.print(f"exporting [bold]{source.name}[/bold] to onnx first")
+        batch = values["batch"] or 1
+        # --atol/--rtol are the engine's; the ONNX model is validated at the entry's own tolerance
+        result = export_onnx(source, Path(tmp) / "onnx", opset=values["opset"], batch=batch,
+                             dynamic_batch=values["dynamic_batch"], device=profile)
+        _print_validation(result.validation.lines())
+        yield load_artifact(result.folder), f"exported from {source.name} for this {fmt} export"
 
 
 @click.command("export")
@@ -15,33 +88,134 @@ from edgekit.targets import load_model_source
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS), default="onnx", show_default=True)
 @click.option("--device", help="Target device profile (recorded in the manifest).")
 @click.option("--opset", type=int, help="ONNX opset (default: the entry's).")
-@click.option("--batch", type=int, default=1, show_default=True, help="Fixed batch size.")
+@click.option("--batch", type=int, help="Fixed batch size of the ONNX model (default 1).")
 @click.option("--dynamic-batch", is_flag=True, help="Export with a symbolic batch dimension.")
-@click.option("--atol", type=float, help="Absolute tolerance (default: the entry's).")
-@click.option("--rtol", type=float, help="Relative tolerance (default: the entry's).")
+@click.option("--atol", type=float, help="Absolute tolerance (default: the entry's; wider for "
+                                         "fp16/int8 engines).")
+@click.option("--rtol", type=float, help="Relative tolerance (default: as --atol).")
+@click.option("--precision", type=click.Choice(PRECISIONS),
+              help="TensorRT precision (default fp32, with TF32 off).")
+@click.option("--workspace", type=int, help="TensorRT builder workspace limit in MiB.")
+@click.option("--dla-core", type=int, help="Build for this DLA core (Jetson Xavier/Orin), GPU "
+                                           "fallback on.")
+@click.option("--min-shape", multiple=True, help="Optimisation profile, trtexec syntax: "
+                                                 "NAME:DIMS such as input:1x1x8x8 (repeatable).")
+@click.option("--opt-shape", multiple=True, help="Shape TensorRT tunes for (alone: a fixed shape).")
+@click.option("--max-shape", multiple=True, help="Largest shape the engine accepts.")
+@click.option("--calibrator", type=click.Choice(CALIBRATORS),
+              help="INT8 calibrator (default entropy).")
+@click.option("--calib-samples", type=int, help="INT8 calibration samples (default 512).")
+@click.option("--calib-batch", type=int, help="INT8 calibration batch size (default: the model's "
+                                              "fixed batch, else 32).")
+@click.option("--calib-data", type=click.Path(dir_okay=False),
+              help="Your own .npz (arrays x, y) to calibrate with (default: the entry's dataset, "
+                   "or a bundle's calibration.npz).")
+@click.option("--calib-cache", type=click.Path(dir_okay=False),
+              help="INT8 calibration cache: reused when it exists, written after calibrating "
+                   "(default: under $EDGEKIT_HOME/tensorrt/calibration).")
+@click.option("--timing-cache", type=click.Path(dir_okay=False),
+              help="TensorRT timing cache (default $EDGEKIT_HOME/tensorrt/timing.cache).")
+@click.option("--cuda-graph", is_flag=True,
+              help="Jetson bundle: profile with CUDA graphs in the README's commands.")
 @click.option("-o", "--output", type=click.Path(file_okay=False),
-              help="Artifact folder (default ./MODEL-onnx).")
-def export(target: str, fmt: str, device: str | None, opset: int | None, batch: int,
-           dynamic_batch: bool, atol: float | None, rtol: float | None, output: str | None) -> None:
-    """Export TARGET (registry name or checkpoint) and validate it against PyTorch."""
-    if dynamic_batch and batch != 1:
-        raise UsageError("--batch and --dynamic-batch exclude each other")
+              help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, ./MODEL-jetson).")
+def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
+           output: str | None, **values: Any) -> None:
+    """Export TARGET and validate it against PyTorch.
+
+    TARGET is a registry name or checkpoint; for --to tensorrt and --to jetson-bundle it may
+    also be an ONNX artifact folder or a Jetson bundle. TensorRT engines are built on the GPU
+    that will run them; elsewhere make a Jetson bundle and build there.
+    """
+    target_is_artifact = Path(target).is_dir() and is_artifact(target)
+    _check_options(fmt, target_is_artifact, values)
     profile = load_profile(device).name if device else None
+    if fmt == "onnx":
+        _export_onnx(target, values, profile, atol, rtol, output)
+        return
+    build = EngineBuildConfig.from_options(
+        values["precision"], values["workspace"], values["dla_core"], values["min_shape"],
+        values["opt_shape"], values["max_shape"], values["calibrator"], values["calib_samples"],
+        values["calib_batch"], values["calib_cache"], values["timing_cache"])
+    if fmt == "tensorrt":
+        from edgekit.backends import require_cuda_gpu, require_tensorrt
+        from edgekit.exporters.tensorrt import check_precision_supported
+
+        trt = require_tensorrt()  # fail at once, before any export work
+        require_cuda_gpu()
+        check_precision_supported(trt.__version__, build.precision)
+    with _onnx_artifact(target, fmt, values, profile) as (artifact, origin):
+        calibration = None
+        if build.precision == "int8":
+            calibration = samples_for_artifact(artifact.folder, artifact.manifest,
+                                               values["calib_data"], build.calib_samples)
+        name = artifact.source_name.replace(":", "-")
+        if fmt == "tensorrt":
+            _export_engine(artifact, origin, build, calibration, profile, atol, rtol,
+                           output or f"{name}-tensorrt-{build.precision}")
+        else:
+            _export_bundle(artifact, build, calibration, values["cuda_graph"],
+                           output or f"{name}-jetson")
+
+
+def _export_onnx(target: str, values: dict[str, Any], profile: str | None, atol: float | None,
+                 rtol: float | None, output: str | None) -> None:
     source = load_model_source(target)
-    out = output or f"{source.name.replace(':', '-')}-{fmt}"
-    console.print(f"exporting [bold]{source.name}[/bold] to {fmt} -> {out}")
+    out = output or f"{source.name.replace(':', '-')}-onnx"
+    console.print(f"exporting [bold]{source.name}[/bold] to onnx -> {out}")
     try:
-        result = export_onnx(source, out, opset=opset, batch=batch, dynamic_batch=dynamic_batch,
-                             device=profile, atol=atol, rtol=rtol)
+        result = export_onnx(source, out, opset=values["opset"], batch=values["batch"] or 1,
+                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
+                             rtol=rtol)
     except ValidationFailed as exc:
-        for line in exc.report.lines():
-            err_console.print(line, markup=False, highlight=False)
+        _print_validation(exc.report.lines(), err=True)
         raise
     m = result.manifest
-    for line in result.validation.lines():
-        console.print(line, markup=False, highlight=False)
+    _print_validation(result.validation.lines())
     console.print(f"validated against PyTorch on {result.validation.inputs}")
     console.print(f"opset {m['opset']}, batch {m['batch']}, {m['simplifier']}, "
                   f"{m['files'][m['model_file']]['bytes'] / 1024:.1f} KiB, "
                   f"{result.seconds:.1f} s")
-    console.print(f"artifact: {result.folder}/ (model.onnx, manifest.json)")
+    console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
+
+
+def _export_engine(artifact: Artifact, origin: str, build: EngineBuildConfig, calibration: Any,
+                   profile: str | None, atol: float | None, rtol: float | None, out: str) -> None:
+    from edgekit.exporters import export_tensorrt
+
+    console.print(f"building a TensorRT {build.precision} engine of "
+                  f"[bold]{artifact.source_name}[/bold] -> {out}")
+    if calibration is not None:
+        console.print(f"calibrating with {calibration.count} samples from {calibration.origin}")
+    try:
+        result = export_tensorrt(artifact, out, build, calibration=calibration, atol=atol,
+                                 rtol=rtol, device=profile, onnx_origin=origin)
+    except ValidationFailed as exc:
+        _print_validation(exc.report.lines(), err=True)
+        raise
+    m = result.manifest
+    trt, built = m["tensorrt"], m["built_on"]
+    if result.validation is not None:
+        _print_validation(result.validation.lines())
+        console.print(f"validated against {result.validation.against} on {result.validation.inputs}")
+    else:
+        console.print(f"[yellow]not validated:[/yellow] {result.note}")
+    cache = "reused" if trt["timing_cache"]["reused"] else "new"
+    console.print(f"TensorRT {trt['version']} on {built['gpu']} (sm {built['compute_capability']}), "
+                  f"built in {trt['build_s']:.1f} s, timing cache {cache}, "
+                  f"{m['files'][m['model_file']]['bytes'] / 1024:.1f} KiB")
+    console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
+
+
+def _export_bundle(artifact: Artifact, build: EngineBuildConfig, calibration: Any,
+                   cuda_graph: bool, out: str) -> None:
+    from edgekit.exporters import write_jetson_bundle
+
+    result = write_jetson_bundle(artifact, out, build, calibration=calibration,
+                                 cuda_graph=cuda_graph)
+    console.print(f"Jetson bundle for {build.precision}: {result.folder}/ "
+                  f"({', '.join(result.manifest['files'])}, manifest.json)")
+    console.print("copy it to the Jetson and run, inside it:", highlight=False)
+    for command in result.commands["edgekit"]:
+        console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"or trtexec with matching flags: see {result.folder}/README.md")

@@ -7,7 +7,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.backends import BACKEND_NAMES
+from edgekit.backends import BACKEND_NAMES, PROVIDERS
 from edgekit.cli.common import console, write_json
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings, profile as run_profile
@@ -39,6 +39,15 @@ def render_profile(report: dict[str, Any]) -> Table:
     table.add_row("latency (ms)", f"min {lat['min']:.3f}  mean {lat['mean']:.3f}  p50 {lat['p50']:.3f}  "
                                   f"p90 {lat['p90']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f}  "
                                   f"max {lat['max']:.3f}")
+    for phase, st in report.get("phases_ms", {}).items():
+        table.add_row(f"  {phase.replace('_', '-')} (ms)",
+                      f"min {st['min']:.3f}  mean {st['mean']:.3f}  p50 {st['p50']:.3f}  "
+                      f"p90 {st['p90']:.3f}  p99 {st['p99']:.3f}  max {st['max']:.3f}")
+    gpu_mem = report["backend"].get("gpu_memory")
+    if gpu_mem:
+        table.add_row("GPU memory", f"engine {gpu_mem['engine_device_memory_bytes'] / 2**20:.1f} MiB, "
+                                    f"buffers {gpu_mem['io_buffers_bytes'] / 2**10:.1f} KiB, device "
+                                    f"+{gpu_mem['device_used_increase_bytes'] / 2**20:.1f} MiB")
     thr = report["throughput"]
     table.add_row("throughput", f"{thr['inferences_per_s']:.1f} inferences/s, "
                                 f"{thr['samples_per_s']:.1f} samples/s")
@@ -69,6 +78,11 @@ def render_profile(report: dict[str, Any]) -> Table:
 @click.command("profile")
 @click.argument("target")
 @click.option("--backend", type=click.Choice(BACKEND_NAMES), default="torch", show_default=True)
+@click.option("--provider", type=click.Choice(tuple(PROVIDERS)),
+              help="Where it runs: onnxruntime's execution provider (cpu, cuda, tensorrt) or "
+                   "torch's device (cpu, cuda). Default: cpu.")
+@click.option("--cuda-graph", is_flag=True,
+              help="TensorRT: replay the engine from a captured CUDA graph (trtexec --useCudaGraph).")
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--batch", type=int, default=1, show_default=True)
 @click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
@@ -78,13 +92,15 @@ def render_profile(report: dict[str, Any]) -> Table:
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
-def profile(target: str, backend: str, device: str | None, batch: int, threads: int | None,
-            warmup: float, duration: float, iterations: int | None, energy: str,
-            json_path: str | None) -> None:
-    """Profile TARGET: a registry name, a checkpoint, an artifact folder or an .onnx file."""
+def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
+            batch: int, threads: int | None, warmup: float, duration: float,
+            iterations: int | None, energy: str, json_path: str | None) -> None:
+    """Profile TARGET: a registry name, a checkpoint, an artifact folder (ONNX or TensorRT
+    engine) or an .onnx file."""
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
-                                               iterations=iterations), energy=energy)
+                                               iterations=iterations), energy=energy,
+                               provider=provider, cuda_graph=cuda_graph)
     report = run_profile(target, settings, progress=True)
     console.print(render_profile(report))
     write_json(json_path, report_document("profile", report))

@@ -1,7 +1,9 @@
 """Profile a target on a backend: creation, first inference, latency, memory, FLOP/s, energy.
 
 The same code measures every backend (it only sees the Runner interface). The energy window is
-exactly the timed phase. Every figure in the report says how it was obtained.
+exactly the timed phase. Every figure in the report says how it was obtained. A runner that times
+the phases of an inference (TensorRT: host-to-device copy, compute, device-to-host copy) gets
+statistics per phase beside the end-to-end latency.
 """
 from __future__ import annotations
 
@@ -16,7 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from edgekit.backends import BACKEND_NAMES, OnnxRuntimeRunner, Runner, TorchRunner
+from edgekit.backends import (BACKEND_NAMES, PROVIDERS, OnnxRuntimeRunner, Runner, TensorRTRunner,
+                              TorchRunner, execution_providers, require_cuda_gpu,
+                              require_tensorrt)
 from edgekit.energy import EnergyMeter, open_meter
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import export_onnx, is_artifact, load_artifact
@@ -37,10 +41,22 @@ class ProfileSettings:
     plan: TimingPlan = TimingPlan()
     energy: str = "auto"
     precision: str = "fp32"
+    provider: str | None = None  # where onnxruntime / torch run: cpu | cuda | tensorrt (ORT only)
+    cuda_graph: bool = False  # tensorrt: replay the engine from a captured CUDA graph
 
     def __post_init__(self) -> None:
         if self.backend not in BACKEND_NAMES:
             raise UnknownNameError("backend", self.backend, BACKEND_NAMES)
+        if self.provider is not None:
+            if self.provider not in PROVIDERS:
+                raise UnknownNameError("provider", self.provider, PROVIDERS)
+            if self.backend == "tensorrt" or (self.backend == "torch" and self.provider == "tensorrt"):
+                raise UsageError(f"--provider {self.provider} does not apply to --backend "
+                                 f"{self.backend}",
+                                 hint="--provider cpu|cuda|tensorrt with --backend onnxruntime, "
+                                      "cpu|cuda with --backend torch")
+        if self.cuda_graph and self.backend != "tensorrt":
+            raise UsageError("--cuda-graph applies to --backend tensorrt")
         if self.batch < 1:
             raise UsageError(f"--batch must be at least 1, got {self.batch}")
         if self.threads is not None and self.threads < 1:
@@ -66,6 +82,7 @@ class _Prepared:
     params: int | None
     size_bytes: int
     size_source: str
+    precision: str | None = None  # what the model runs at, where the artifact fixes it (engines)
 
 
 def _feed_for_onnx(path: Path, batch: int) -> dict[str, np.ndarray]:
@@ -93,26 +110,76 @@ def _feed_for_onnx(path: Path, batch: int) -> dict[str, np.ndarray]:
     return feed
 
 
-def _from_artifact(folder: Path, settings: ProfileSettings, threads: int) -> _Prepared:
+def _ort_runner(path: Path, settings: ProfileSettings, threads: int) -> OnnxRuntimeRunner:
+    providers = execution_providers(settings.provider or "cpu", precision=settings.precision)
+    return OnnxRuntimeRunner(path, threads, providers)
+
+
+def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
+    profile = (artifact.manifest.get("tensorrt") or {}).get("profile") or []
+    if not profile or not artifact.manifest["tensorrt"].get("dynamic"):
+        return None
+    return int(profile[0]["min"][0]), int(profile[0]["max"][0])
+
+
+def _from_artifact(folder: Path, settings: ProfileSettings, threads: int,
+                   workdir: Path) -> _Prepared:
     artifact = load_artifact(folder)
-    if settings.backend != "onnxruntime":
+    if artifact.format == "tensorrt" and settings.backend != "tensorrt":
+        raise UsageError(f"{folder} is a TensorRT engine; profile it with --backend tensorrt")
+    if artifact.format == "onnx" and settings.backend == "torch":
         raise UsageError(f"{folder} is an ONNX artifact; profile it with --backend onnxruntime",
                          hint="or give the model name or checkpoint for --backend torch")
     fixed = artifact.manifest.get("batch")
-    if isinstance(fixed, int) and fixed != settings.batch:
+    batch_range = _engine_batch_range(artifact) if artifact.format == "tensorrt" else None
+    if batch_range and not batch_range[0] <= settings.batch <= batch_range[1]:
+        raise UsageError(f"{folder} was built for batch {batch_range[0]}..{batch_range[1]}, "
+                         f"not {settings.batch}", hint="rebuild with --min-shape/--max-shape")
+    if batch_range is None and isinstance(fixed, int) and fixed != settings.batch:
         raise UsageError(f"{folder} was exported for batch {fixed}, not {settings.batch}",
                          hint="re-export with --dynamic-batch or --batch N")
     flops = artifact.manifest.get("flops_per_sample")
-    return _Prepared(OnnxRuntimeRunner(artifact.model_path, threads),
+    record = {"artifact": str(folder), **artifact.manifest["source"]}
+    if artifact.format == "tensorrt":
+        onnx_file = folder / artifact.manifest.get("onnx", {}).get("file", "model.onnx")
+        return _Prepared(TensorRTRunner(artifact.model_path, cuda_graph=settings.cuda_graph),
+                         _feed_for_onnx(onnx_file, settings.batch), artifact.source_name, record,
+                         flops, artifact.manifest.get("params"), artifact.size_bytes,
+                         "TensorRT engine", artifact.manifest["tensorrt"].get("precision"))
+    if settings.backend == "tensorrt":
+        return _engine_from_onnx(artifact, settings, workdir / "engine")
+    return _Prepared(_ort_runner(artifact.model_path, settings, threads),
                      _feed_for_onnx(artifact.model_path, settings.batch),
-                     artifact.source_name, {"artifact": str(folder), **artifact.manifest["source"]},
+                     artifact.source_name, record,
                      flops, artifact.manifest.get("params"), artifact.size_bytes, "ONNX file")
+
+
+def _engine_from_onnx(artifact: Any, settings: ProfileSettings, out: Path) -> _Prepared:
+    """An fp32 engine built for this run (batch fixed at ``settings.batch``), in ``out``."""
+    from edgekit.exporters.tensorrt import EngineBuildConfig, ShapeRange, export_tensorrt
+
+    shapes = []
+    for inp in artifact.manifest["inputs"]:
+        dynamic = [not isinstance(d, int) or d <= 0 for d in inp["shape"]]
+        if any(dynamic):  # the batch dimension at --batch, any other dynamic one at 1
+            shape = tuple((settings.batch if i == 0 else 1) if dyn else int(d)
+                          for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic)))
+            shapes.append(ShapeRange(inp["name"], shape, shape, shape))
+    result = export_tensorrt(artifact, out, EngineBuildConfig(precision=settings.precision,
+                                                              shapes=tuple(shapes)))
+    engine = load_artifact(result.folder)
+    return _Prepared(TensorRTRunner(engine.model_path, cuda_graph=settings.cuda_graph),
+                     _feed_for_onnx(engine.folder / "model.onnx", settings.batch),
+                     engine.source_name, {"artifact": str(artifact.folder), **engine.manifest["source"]},
+                     engine.manifest.get("flops_per_sample"), engine.manifest.get("params"),
+                     engine.size_bytes, f"TensorRT engine (built for this run, {settings.precision})",
+                     settings.precision)
 
 
 def _from_onnx_file(path: Path, settings: ProfileSettings, threads: int) -> _Prepared:
     if settings.backend != "onnxruntime":
         raise UsageError(f"{path} is an ONNX file; profile it with --backend onnxruntime")
-    return _Prepared(OnnxRuntimeRunner(path, threads), _feed_for_onnx(path, settings.batch),
+    return _Prepared(_ort_runner(path, settings, threads), _feed_for_onnx(path, settings.batch),
                      path.stem, {"onnx_file": str(path)}, None, None, path.stat().st_size,
                      "ONNX file")
 
@@ -124,7 +191,8 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
     feed = {task.input_name: inputs[0].numpy()}
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
     if settings.backend == "torch":
-        runner: Runner = TorchRunner(source.model, [task.input_name], task.output_names, threads)
+        runner: Runner = TorchRunner(source.model, [task.input_name], task.output_names, threads,
+                                     device="cuda" if settings.provider == "cuda" else "cpu")
         if source.checkpoint is not None:
             size, size_source = source.checkpoint.path.stat().st_size, "safetensors checkpoint"
         else:
@@ -133,8 +201,12 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
     else:
         result = export_onnx(source, workdir / "artifact", batch=settings.batch,
                              device=settings.device)
+        if settings.backend == "tensorrt":
+            engine = _engine_from_onnx(load_artifact(result.folder), settings, workdir / "engine")
+            engine.source = source.record()
+            return engine
         model_file = result.folder / result.manifest["model_file"]
-        runner = OnnxRuntimeRunner(model_file, threads)
+        runner = _ort_runner(model_file, settings, threads)
         size, size_source = model_file.stat().st_size, "ONNX file (exported for this run, validated)"
     return _Prepared(runner, feed, source.name, source.record(), cost.flops_per_sample,
                      cost.params, size, size_source)
@@ -145,7 +217,7 @@ def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path
     if path.is_dir():
         if not is_artifact(path):
             raise UsageError(f"{path} is a folder but not an edgekit artifact (no manifest.json)")
-        return _from_artifact(path, settings, threads)
+        return _from_artifact(path, settings, threads, workdir)
     if target.endswith(".onnx"):
         if not path.is_file():
             raise UsageError(f"ONNX file {path} does not exist")
@@ -184,12 +256,24 @@ def _progress_bar(enabled: bool, label: str) -> Iterator[Any]:
         yield update
 
 
+def _check_available(settings: ProfileSettings) -> None:
+    """Fail at once, in one line, where the backend or provider cannot run on this machine."""
+    if settings.backend == "tensorrt":
+        require_tensorrt()
+        require_cuda_gpu()
+    elif settings.backend == "onnxruntime":
+        execution_providers(settings.provider or "cpu")
+    elif settings.provider == "cuda":
+        require_cuda_gpu(hint="profile on a machine with an NVIDIA GPU and a CUDA build of torch")
+
+
 def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             progress: bool = False, meter: EnergyMeter | None = None) -> dict[str, Any]:
     """Profile ``target`` (registry name, checkpoint, artifact folder or .onnx file).
 
     ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own).
     """
+    _check_available(settings)
     device = resolve_device(settings.device)
     threads = settings.threads or available_cores()
     with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
@@ -204,6 +288,7 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             native = prepared.runner.prepare(prepared.feed)
             first_s = timed_call(prepared.runner, native)
             warm_iters = warm_up(prepared.runner, native, settings.plan)
+            prepared.runner.reset_phase_samples()  # the phases of the timed iterations only
             with _progress_bar(progress, f"profiling {prepared.name} on {settings.backend}") as bar:
                 meter.begin()
                 try:
@@ -212,13 +297,18 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
                     meter.close()  # stop the sampler; the timing error is the one to report
                     raise
                 energy = meter.end()
+            phases = prepared.runner.phase_samples()
             described = prepared.runner.describe()
         finally:
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    return _report(prepared, settings, device, threads, described, creation_s, first_s,
-                   warm_iters, samples, wall_s, energy, mem)
+    report = _report(prepared, settings, device, threads, described, creation_s, first_s,
+                     warm_iters, samples, wall_s, energy, mem)
+    if any(phases.values()):
+        report["phases_ms"] = {name: latency_stats(values).to_dict()
+                               for name, values in phases.items() if values}
+    return report
 
 
 def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfile, threads: int,
@@ -227,21 +317,22 @@ def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfil
     stats = latency_stats(samples)
     n = len(samples)
     per_call_s = stats.p50 / 1e3
+    precision = prepared.precision or settings.precision
     compute: dict[str, Any] = {"params": prepared.params, "flops_per_sample": prepared.flops_per_sample,
-                               "precision": settings.precision}
+                               "precision": precision}
     if prepared.flops_per_sample:
         achieved = prepared.flops_per_sample * settings.batch / per_call_s
-        peak = device.peak_for(settings.precision)
+        peak = device.peak_for(precision)
         compute.update({
             "achieved_flops_per_s": achieved,
             "basis": "FLOPs per call / median latency",
             "peak_flops_per_s": peak,
-            "peak_source": device.sources.get(f"peak.{settings.precision}")
+            "peak_source": device.sources.get(f"peak.{precision}")
             or device.sources.get("peak") if peak else None,
             "share_of_peak": achieved / peak if peak else None,
         })
         if not peak:
-            compute["note"] = (f"profile {device.name} has no {settings.precision} peak figure"
+            compute["note"] = (f"profile {device.name} has no {precision} peak figure"
                                + ("; run 'edgekit devices --calibrate'" if device.generic else ""))
     energy_doc = energy.to_dict()
     if energy.energy_j == energy.energy_j:  # not NaN
@@ -254,7 +345,7 @@ def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfil
         "backend": backend,
         "device": {"profile": device.name, "display_name": device.display_name, "kind": device.kind,
                    "power_mode": device.default_power_mode, "calibrated": device.calibrated},
-        "settings": {"batch": settings.batch, "threads": threads, "precision": settings.precision,
+        "settings": {"batch": settings.batch, "threads": threads, "precision": precision,
                      "energy": settings.energy, **settings.plan.describe()},
         "creation_s": creation_s,
         "first_inference_ms": first_s * 1e3,

@@ -1,0 +1,59 @@
+"""``edgekit validate``: run an artifact on its saved reference input and compare, per output."""
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from edgekit.cli.common import console, err_console, write_json
+from edgekit.exporters import ValidationFailed, ValidationReport
+from edgekit.exporters.reference import AGAINST, validate_artifact
+from edgekit.provenance import report_document
+
+
+def render_statistics(report: ValidationReport) -> Table:
+    table = Table(title=f"error against {report.against}", title_style="bold")
+    for column in ("output", "shape", "max abs", "median", "p90", "p95", "p99", "max rel",
+                   "median rel", "p90 rel", "p95 rel", "p99 rel", "outside"):
+        table.add_column(column, justify="left" if column in ("output", "shape") else "right")
+    for o in report.outputs:
+        if o.shape != o.reference_shape:
+            table.add_row(o.name, f"{o.shape} != {o.reference_shape}", *["-"] * 10, "all")
+            continue
+        table.add_row(o.name, "x".join(map(str, o.shape)),
+                      *(f"{v:.3g}" for v in (o.max_abs, o.median_abs, o.p90_abs, o.p95_abs,
+                                             o.p99_abs, o.max_rel, o.median_rel, o.p90_rel,
+                                             o.p95_rel, o.p99_rel)),
+                      f"{o.mismatched}/{o.elements}")
+    return table
+
+
+@click.command("validate")
+@click.argument("artifact", type=click.Path(file_okay=False))
+@click.option("--against", type=click.Choice(AGAINST), default="reference", show_default=True,
+              help="reference: the saved PyTorch FP32 outputs; torch: PyTorch run now on the "
+                   "source checkpoint; onnxruntime: an engine's own ONNX model.")
+@click.option("--atol", type=float, help="Absolute tolerance (default: the export's; at least "
+                                         "1e-2 for fp16 and 1e-1 for int8 engines).")
+@click.option("--rtol", type=float, help="Relative tolerance (default: as --atol).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
+def validate(artifact: str, against: str, atol: float | None, rtol: float | None,
+             json_path: str | None) -> None:
+    """Run ARTIFACT (ONNX artifact, TensorRT engine or Jetson bundle) on its saved reference
+    input and compare its outputs, Polygraphy-style; exits 1 beyond tolerance."""
+    art, report, why = validate_artifact(artifact, against, atol, rtol)
+    precision = (art.manifest.get("tensorrt") or {}).get("precision", "fp32")
+    first = report.outputs[0] if report.outputs else None
+    console.print(f"validating {art.folder} ({art.format}, {precision}) against {report.against} "
+                  f"on {report.inputs}")
+    ok = report.passed
+    for line in report.lines():
+        (console if ok else err_console).print(line, markup=False, highlight=False)
+    console.print(render_statistics(report))
+    if first is not None:
+        console.print(f"tolerance: atol {first.atol:g}, rtol {first.rtol:g} ({why}); an element "
+                      f"passes when |actual - expected| <= atol + rtol * |expected|")
+    write_json(json_path, report_document("validate", {
+        "artifact": str(art.folder), "format": art.format, "precision": precision,
+        "source": art.manifest["source"], "tolerance_basis": why, **report.to_dict()}))
+    if not ok:
+        raise ValidationFailed(report, f"{art.folder}")

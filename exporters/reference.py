@@ -1,0 +1,217 @@
+"""The FP32 reference every export carries: one input sample and PyTorch's FP32 outputs on it.
+
+It is saved once, when the ONNX model is exported (``reference.npz``, listed with its SHA-256 in
+the manifest), and copied unchanged into every engine and Jetson bundle made from that model, so
+fp32, fp16 and int8 builds, on any machine, are judged against the same numbers (Polygraphy's
+"run, save, compare later").
+
+The file is a plain ``.npz`` (never pickled) with arrays ``input.<name>`` and ``output.<name>``;
+``calibration.npz`` uses the same layout for its input samples.
+"""
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from edgekit.errors import UsageError
+from edgekit.fileio import atomic_write_bytes
+from edgekit.targets import ModelSource
+
+REFERENCE_FILE = "reference.npz"
+REFERENCE_SEED = 0
+INPUT_PREFIX, OUTPUT_PREFIX = "input.", "output."
+
+
+@dataclass(frozen=True)
+class Reference:
+    """Input arrays by input name and PyTorch FP32 outputs by output name."""
+
+    inputs: dict[str, np.ndarray]
+    outputs: dict[str, np.ndarray]
+
+    @property
+    def batch(self) -> int:
+        return int(next(iter(self.inputs.values())).shape[0])
+
+
+def save_arrays(path: str | Path, inputs: dict[str, np.ndarray],
+                outputs: dict[str, np.ndarray] | None = None) -> Path:
+    """Write ``input.<name>`` / ``output.<name>`` arrays to an ``.npz`` atomically."""
+    arrays = {f"{INPUT_PREFIX}{k}": np.ascontiguousarray(v) for k, v in inputs.items()}
+    arrays.update({f"{OUTPUT_PREFIX}{k}": np.ascontiguousarray(v)
+                   for k, v in (outputs or {}).items()})
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def load_arrays(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The input and output arrays of a file written by ``save_arrays`` (no pickles)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"{path} does not exist")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, zipfile.BadZipFile) as exc:
+        raise UsageError(f"{path}: not a readable .npz file ({exc})") from exc
+    inputs = {k[len(INPUT_PREFIX):]: v for k, v in arrays.items() if k.startswith(INPUT_PREFIX)}
+    outputs = {k[len(OUTPUT_PREFIX):]: v for k, v in arrays.items() if k.startswith(OUTPUT_PREFIX)}
+    if not inputs:
+        raise UsageError(f"{path}: no arrays named '{INPUT_PREFIX}<name>'",
+                         hint="it was not written by edgekit")
+    return inputs, outputs
+
+
+def torch_outputs(source: ModelSource, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PyTorch FP32 eager outputs of ``source`` on ``inputs`` (CPU)."""
+    task = source.entry.task
+    tensors = [torch.from_numpy(np.ascontiguousarray(inputs[task.input_name]))]
+    with torch.inference_mode():
+        out = source.model.eval()(*tensors)
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    return {name: o.detach().float().cpu().numpy() for name, o in zip(task.output_names, outs)}
+
+
+def make_reference(source: ModelSource, batch: int) -> Reference:
+    """The entry's deterministic example inputs at ``batch`` and PyTorch's outputs on them."""
+    task = source.entry.task
+    (x,) = source.entry.example_inputs(batch=batch, seed=REFERENCE_SEED)
+    inputs = {task.input_name: x.numpy()}
+    return Reference(inputs, torch_outputs(source, inputs))
+
+
+def save_reference(path: str | Path, reference: Reference) -> Path:
+    return save_arrays(path, reference.inputs, reference.outputs)
+
+
+def load_reference(path: str | Path) -> Reference:
+    inputs, outputs = load_arrays(path)
+    if not outputs:
+        raise UsageError(f"{path}: no reference outputs ('{OUTPUT_PREFIX}<name>' arrays)")
+    return Reference(inputs, outputs)
+
+
+def reference_record(reference: Reference) -> dict[str, Any]:
+    """What the manifest says about the reference (the file itself is hashed under ``files``)."""
+    return {"file": REFERENCE_FILE, "batch": reference.batch,
+            "inputs": f"entry example inputs (uniform [0, 1), seed {REFERENCE_SEED})",
+            "outputs": "PyTorch FP32 eager on CPU",
+            "shapes": {**{f"{INPUT_PREFIX}{k}": list(v.shape) for k, v in reference.inputs.items()},
+                       **{f"{OUTPUT_PREFIX}{k}": list(v.shape) for k, v in reference.outputs.items()}}}
+
+
+# -- validating an artifact against its reference -------------------------------------------------
+
+# Lower bounds on the default tolerance of reduced-precision engines (the entry's own tolerance,
+# meant for FP32, applies where it is looser). Pass --atol/--rtol to judge by your own.
+PRECISION_TOLERANCE = {"fp16": (1e-2, 1e-2), "int8": (1e-1, 1e-1)}
+AGAINST = ("reference", "torch", "onnxruntime")
+
+
+def default_tolerance(manifest: dict[str, Any],
+                      precision: str | None = None) -> tuple[float, float, str]:
+    """(atol, rtol, why): the export's own tolerance, widened for fp16 / int8 engines."""
+    from edgekit.registry import ExportSettings
+
+    validation = (manifest.get("onnx") or {}).get("validation") or manifest.get("validation") or {}
+    outputs = validation.get("outputs") or [{}]
+    atol = float(outputs[0].get("atol", ExportSettings.atol))
+    rtol = float(outputs[0].get("rtol", ExportSettings.rtol))
+    precision = precision or (manifest.get("tensorrt") or {}).get("precision", "fp32")
+    if precision in PRECISION_TOLERANCE:
+        floor_atol, floor_rtol = PRECISION_TOLERANCE[precision]
+        return max(atol, floor_atol), max(rtol, floor_rtol), f"default for {precision}"
+    return atol, rtol, "the export's tolerance"
+
+
+def _run_artifact(artifact: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    from edgekit.backends import OnnxRuntimeRunner, TensorRTRunner
+
+    if artifact.format == "onnx":
+        with OnnxRuntimeRunner(artifact.model_path, threads=1) as runner:
+            return runner.infer(inputs)
+    if artifact.format == "tensorrt":
+        with TensorRTRunner(artifact.model_path) as runner:
+            return runner.infer(inputs)
+    raise UsageError(f"{artifact.folder}: cannot run a '{artifact.format}' artifact")
+
+
+def _torch_source(artifact: Any) -> ModelSource:
+    """The model the artifact came from, rebuilt from its checkpoint (weights verified)."""
+    from edgekit.targets import load_model_source
+
+    source = artifact.manifest["source"]
+    if "checkpoint" not in source:
+        raise UsageError(f"{artifact.folder} was exported from untrained weights (random "
+                         f"initialisation), which cannot be rebuilt",
+                         hint="validate against the saved reference, the default")
+    path = Path(source["checkpoint"])
+    if not path.is_file():
+        raise UsageError(f"the checkpoint {path} that {artifact.folder} came from is not here",
+                         hint="validate against the saved reference, the default")
+    rebuilt = load_model_source(str(path))
+    if rebuilt.record().get("checkpoint_sha256") != source.get("checkpoint_sha256"):
+        raise UsageError(f"checkpoint {path} has changed since {artifact.folder} was exported",
+                         hint="export again, or validate against the saved reference, the default")
+    return rebuilt
+
+
+def validate_artifact(folder: str | Path, against: str = "reference", atol: float | None = None,
+                      rtol: float | None = None) -> tuple[Any, Any, str]:
+    """Run the artifact on its saved reference input and compare with ``against``:
+
+    - ``reference``: the saved PyTorch FP32 outputs (the same numbers for every build);
+    - ``torch``: PyTorch run now on the source checkpoint;
+    - ``onnxruntime``: an engine's own ONNX model run by ONNX Runtime (CPU).
+
+    Returns (artifact, ValidationReport, why the tolerance); raising nothing beyond tolerance.
+    """
+    from edgekit.exporters.artifact import load_artifact
+    from edgekit.exporters.validate import compare_outputs
+
+    if against not in AGAINST:
+        raise UsageError(f"unknown reference '{against}'", hint=f"valid: {', '.join(AGAINST)}")
+    artifact = load_artifact(folder)
+    if REFERENCE_FILE not in artifact.manifest["files"]:
+        raise UsageError(f"{folder} has no saved reference ({REFERENCE_FILE})",
+                         hint="export it again with this edgekit")
+    if against == "onnxruntime" and artifact.format == "onnx":
+        raise UsageError(f"{folder} is itself an ONNX model; --against onnxruntime compares an "
+                         f"engine with its ONNX model",
+                         hint="use --against reference or --against torch")
+    if artifact.format == "tensorrt":  # fail at once where the engine cannot run
+        from edgekit.backends import require_cuda_gpu, require_tensorrt
+
+        require_tensorrt()
+        require_cuda_gpu()
+    reference = load_reference(artifact.folder / REFERENCE_FILE)
+    default_atol, default_rtol, why = default_tolerance(artifact.manifest)
+    atol = default_atol if atol is None else atol
+    rtol = default_rtol if rtol is None else rtol
+    if atol < 0 or rtol < 0:
+        raise UsageError("--atol and --rtol must be 0 or more")
+    why = why if (atol, rtol) == (default_atol, default_rtol) else "given"
+    if against == "reference":
+        expected = reference.outputs
+        label = "saved PyTorch FP32 reference"
+    elif against == "torch":
+        expected = torch_outputs(_torch_source(artifact), reference.inputs)
+        label = "PyTorch (FP32, run now)"
+    else:
+        from edgekit.backends import OnnxRuntimeRunner
+
+        onnx_file = artifact.folder / artifact.manifest.get("onnx", {}).get("file", "model.onnx")
+        with OnnxRuntimeRunner(onnx_file, threads=1) as runner:
+            expected = runner.infer(reference.inputs)
+        label = "ONNX Runtime (CPU) on the engine's ONNX model"
+    actual = _run_artifact(artifact, reference.inputs)
+    report = compare_outputs(actual, expected, atol, rtol, against=label,
+                             inputs=f"{REFERENCE_FILE} (batch {reference.batch})")
+    return artifact, report, why
