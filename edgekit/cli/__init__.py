@@ -40,10 +40,12 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from edgekit.cli import compare, devices, export, models, profile, train, validate
+    from edgekit.cli import (compare, devices, export, models, moe, profile, train,
+                             validate)
 
     for command in (devices.devices, models.models, train.train, export.export,
-                    validate.validate, profile.profile, compare.compare):
+                    validate.validate, profile.profile, compare.compare,
+                    moe.moe):
         cli.add_command(command)
 
 

@@ -1,0 +1,314 @@
+"""ZipMoE serving: the model, planner, cache, scheduler, engine modes and the CLI."""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from edgekit.cli import cli
+from edgekit.errors import UsageError
+from edgekit.moe import planner
+from edgekit.moe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECache
+from edgekit.moe.compress import compress_checkpoint
+from edgekit.moe.engine import Engine, EngineSettings, bench, parse_size
+from edgekit.moe.hf_checkpoint import Checkpoint
+from edgekit.moe.io import BandwidthCap, StorageReader
+from edgekit.moe.model import ExpertWeights, KVCache, MoEModel
+from edgekit.moe.scheduler import Job, SchedulerCore, schedule
+from edgekit.moe.store import Store, StoreError
+from edgekit.moe.tiny import make_tiny_checkpoint
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_compute_thread():
+    """One intra-op thread: the decode workers use the other cores, and OpenMP barriers stall
+    badly on a shared, oversubscribed CI machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory):
+    root = tmp_path_factory.mktemp("moe")
+    out = {}
+    for family in ("qwen", "deepseek"):
+        ckpt = make_tiny_checkpoint(root / f"{family}-ckpt", family, seed=2)
+        compress_checkpoint(ckpt, root / f"{family}-store")
+        out[family] = (ckpt, root / f"{family}-store")
+    return out
+
+
+class _CheckpointExperts:
+    def __init__(self, ckpt: Checkpoint) -> None:
+        self.ckpt = ckpt
+
+    def fetch(self, layer, tokens):
+        cfg = self.ckpt.config
+        for e in sorted(tokens):
+            yield e, ExpertWeights(*(self.ckpt.get(cfg.expert_tensor_name(layer, e, p))
+                                     for p in ("gate", "up", "down")))
+
+
+def _model(ckpt_dir):
+    ckpt = Checkpoint(ckpt_dir)
+    dense = {n: ckpt.get(n) for n in ckpt.names() if ".experts." not in n}
+    return MoEModel(ckpt.config, dense, _CheckpointExperts(ckpt))
+
+
+@pytest.mark.parametrize("family", ["mixtral", "qwen", "olmoe", "deepseek"])
+def test_model_matches_hugging_face(tmp_path, family):
+    transformers = pytest.importorskip("transformers")
+    ckpt = make_tiny_checkpoint(tmp_path / family, family, seed=1)
+    ids = list(b"Mixture of experts!")
+    ours = _model(ckpt).forward(ids, KVCache())
+    hf = transformers.AutoModelForCausalLM.from_pretrained(str(ckpt), dtype=torch.float32).eval()
+    with torch.no_grad():
+        ref = hf(torch.tensor([ids])).logits[0]
+    assert torch.allclose(ours, ref, atol=2e-5, rtol=1e-4)
+
+
+def test_kv_cache_matches_full_forward(tmp_path):
+    model = _model(make_tiny_checkpoint(tmp_path / "m", "deepseek"))
+    ids = list(b"incremental decoding")
+    full = model.forward(ids, KVCache())
+    cache = KVCache()
+    parts = [model.forward(ids[:7], cache)] + [model.forward([t], cache) for t in ids[7:]]
+    assert torch.allclose(torch.cat(parts), full, atol=1e-5)
+
+
+# -- planner --------------------------------------------------------------------------------
+
+def _subsets(n):
+    return itertools.product((0, 1), repeat=n)
+
+
+def test_poisson_binomial_against_enumeration():
+    probs = [0.1, 0.7, 0.35, 0.9, 0.5]
+    brute = np.zeros(len(probs) + 1)
+    for s in _subsets(len(probs)):
+        brute[sum(s)] += math.prod(p if x else 1 - p for p, x in zip(probs, s))
+    assert np.allclose(planner.poisson_binomial(probs), brute)
+
+
+def test_hit_distribution_against_enumeration():
+    probs = [0.8, 0.6, 0.5, 0.3, 0.25, 0.2, 0.1]
+    n_full, n_sm, k = 2, 3, 3
+    brute = np.zeros((n_full + 1, n_sm + 1))
+    for s in _subsets(len(probs)):
+        if sum(s) != k:
+            continue
+        weight = math.prod(p if x else 1 - p for p, x in zip(probs, s))
+        brute[sum(s[:n_full]), sum(s[n_full:n_full + n_sm])] += weight
+    brute /= brute.sum()
+    assert np.allclose(planner.hit_distribution(probs, n_full, n_sm, k), brute)
+
+
+def test_conditional_poisson_weights_reach_the_target_inclusion():
+    pi = planner.scale_to_k([0.3, 0.25, 0.15, 0.12, 0.1, 0.08], 2)
+    assert pi.sum() == pytest.approx(2) and pi.max() < 1
+    probs = planner.cps_probabilities(pi, 2)
+    assert probs.sum() == pytest.approx(2)
+    inclusion = np.zeros(len(pi))
+    for s in _subsets(len(pi)):
+        if sum(s) == 2:
+            w = math.prod(p if x else 1 - p for p, x in zip(probs, s))
+            inclusion += w * np.array(s)
+    assert np.allclose(inclusion / inclusion.sum() * 2, pi, atol=1e-8)
+
+
+def test_scale_to_k_caps_at_one():
+    pi = planner.scale_to_k([0.9, 0.05, 0.03, 0.02], 2)
+    assert pi.sum() == pytest.approx(2) and pi[0] == pytest.approx(1, abs=1e-8)
+
+
+def test_plan_respects_the_budget_and_prefers_full_when_decoding_is_slow():
+    pop = planner.popularity_by_rank([[50, 30, 10, 5, 3, 1, 1, 0]], 8)
+    fast = planner.DelayModel(2, 3, 4, 2, decode_s=1e-6, sm_read_s=1e-3, compression_ratio=0.3)
+    slow = planner.DelayModel(2, 3, 4, 2, decode_s=1e-1, sm_read_s=1e-3, compression_ratio=0.3)
+    for model in (fast, slow):
+        plan = planner.plan_pools(pop, model, 8, 4 * 100, 100, 50)
+        assert plan.full_slots * 100 + plan.sm_slots * 50 <= 400
+        assert plan.full_slots + plan.sm_slots <= 8
+    assert planner.plan_pools(pop, slow, 8, 400, 100, 50).full_slots >= \
+        planner.plan_pools(pop, fast, 8, 400, 100, 50).full_slots
+    assert planner.plan_pools(pop, fast, 8, 900, 100, 50).full_slots == 8
+
+
+# -- cache and scheduler ---------------------------------------------------------------------
+
+def test_token_weighted_lfu_evicts_the_coldest_unlocked_slot():
+    pool = Pool("full", 2, 1, Policy("zipmoe"))
+    pool.admit("a", 1, tokens=5)
+    pool.admit("b", 2, tokens=1)
+    pool.hit("a", 10)          # a: 11 tokens, b: 1
+    pool.locked.add("b")
+    assert pool.admit("c", 3, tokens=1)
+    assert set(pool.items) == {"b", "c"}   # b was colder but locked
+    pool.locked.clear()
+    pool.hit("c", 4)
+    pool.admit("d", 4, tokens=1)
+    assert set(pool.items) == {"c", "d"}
+
+
+@pytest.mark.parametrize("policy,kept", [("lru", {"a", "c"}), ("fifo", {"b", "c"}),
+                                         ("lfu", {"a", "c"})])
+def test_comparison_policies(policy, kept):
+    pool = Pool("p", 2, 1, Policy(policy))
+    pool.admit("a", 1, 1)
+    pool.admit("b", 2, 1)
+    pool.hit("a", 1)
+    pool.admit("c", 3, 1)
+    assert set(pool.items) == kept
+
+
+def test_admission_by_rank():
+    cache = ZipMoECache([0], 6, full_slots=1, sm_slots=2, full_bytes=2, sm_bytes=1)
+    cache.record(0, {0: 9, 1: 7, 2: 5, 3: 3, 4: 1})
+    assert cache.decide(0, 0) == FULL
+    cache.full[0].admit(0, "w0", 9)
+    assert cache.decide(0, 3) == SM          # rank 3 is past T_full and T_sm but SM is free
+    cache.sm[0].admit(3, "s3", 3)
+    cache.sm[0].admit(2, "s2", 5)
+    assert cache.decide(0, 4) == EVICT       # rank 4 >= T_sm and no free slot
+    assert cache.decide(0, 1) == SM          # T_full <= rank 1 < T_sm: SM by eviction
+    cache.record(0, {5: 100})
+    assert cache.decide(0, 5) == FULL        # rank 0: full pool by eviction
+    cache.full[0].locked.add(0)
+    assert cache.decide(0, 5) == EVICT       # ... unless its only slot is locked
+    assert cache.capacity_bytes == 4
+
+
+def test_scheduler_alternates_type_i_and_type_ii():
+    jobs = [Job(t, True, f"I{t}") for t in (1, 5, 3)] + [Job(t, False, f"II{t}")
+                                                          for t in (2, 8, 4, 6)]
+    # one Type-I read covers two Type-II decodes
+    core = SchedulerCore(workers=1, ops_per_job=1, op_s=1.0, sm_read_s=2.0)
+    order = [j.item for j in schedule(jobs, core)]
+    assert order == ["I5", "II8", "II6", "I3", "II4", "I1", "II2"]
+
+
+# -- storage reads ---------------------------------------------------------------------------
+
+def test_reader_direct_or_buffered_and_bandwidth_cap(tmp_path):
+    path = tmp_path / "blob"
+    data = bytes(range(256)) * 40000
+    path.write_bytes(data)
+    for direct in (True, False):
+        with StorageReader(path, direct=direct) as reader:
+            assert reader.read(4096, 1000) == data[4096:5096]
+            assert reader.read(5000, 333) == data[5000:5333]      # unaligned too
+            assert reader.read(len(data) - 10, 100) == data[-10:]
+    cap = BandwidthCap(100e6, "test")
+    with StorageReader(path, direct=False, cap=cap) as reader:
+        t0 = time.perf_counter()
+        reader.read(0, 2_000_000)
+        assert time.perf_counter() - t0 >= 0.019
+        assert reader.describe()["bandwidth"] == "capped at 0.1 GB/s"
+
+
+def test_parse_size():
+    assert parse_size("64MiB") == 64 * 2**20
+    assert parse_size("1.5GB") == 1_500_000_000
+    assert parse_size("25%", 1000) == 250
+    assert parse_size("4096") == 4096
+    with pytest.raises(UsageError, match="cannot read the size"):
+        parse_size("lots")
+    with pytest.raises(UsageError, match="unknown size unit 'furlongs'"):
+        parse_size("3furlongs")
+
+
+# -- the engine ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("family", ["qwen", "deepseek"])
+def test_all_modes_give_bit_identical_logits(stores, family):
+    _, store_dir = stores[family]
+    store = Store(store_dir)
+    settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
+                              bandwidth_bytes_s=2e9, bandwidth_source="test")
+    report = bench(store, settings, ["Hello there", "MoE"], max_new_tokens=5)
+    assert report["logits"]["identical"] and report["logits"]["steps_compared"] == 10
+    z, naive, mem = (report["results"][m] for m in ("zipmoe", "naive", "memory"))
+    for r in (z, naive, mem):
+        x = r["experts"]
+        assert x["activations"] == x["full_hits"] + x["sm_hits"] + x["misses"] > 0
+        assert r["new_tokens"] == 10 and r["ttft_ms"] > 0
+    assert mem["bytes_read"] == 0 and naive["bytes_read"] > 0 and z["bytes_read"] > 0
+    assert z["provider"]["pool_capacity_bytes"] <= settings.memory_budget
+    assert naive["provider"]["lru_slots"] * store.expert_bytes <= settings.memory_budget
+    assert z["storage"]["bandwidth_source"] == "test"
+
+
+def test_zero_budget_and_policies_still_exact(stores):
+    _, store_dir = stores["qwen"]
+    store = Store(store_dir)
+    runs = []
+    for policy, budget in (("zipmoe", 0), ("lru", 10**6), ("fifo", store.expert_bytes * 3)):
+        with Engine(store, EngineSettings(memory_budget=budget, policy=policy)) as engine:
+            runs.append(engine.generate("abc", 4).logits)
+    for other in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], other))
+
+
+def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
+    _, store_dir = stores["qwen"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in store_dir.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    store = Store(bad)
+    raw = store.tensors["model.layers.1.mlp.experts.5.up_proj.weight"].raw
+    blob = bytearray(store.data_path.read_bytes())
+    blob[raw.offset] ^= 0xFF
+    store.data_path.write_bytes(bytes(blob))
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        with pytest.raises(StoreError, match="experts.5.up_proj.weight': sign-mantissa bytes "
+                                             "fails its CRC-32"):
+            for _ in engine.experts.fetch(1, {e: 1 for e in range(8)}):
+                pass
+
+
+def test_rope_scaling_is_refused_when_serving(tmp_path):
+    ckpt = make_tiny_checkpoint(tmp_path / "c", "deepseek")
+    cfg = json.loads((ckpt / "config.json").read_text())
+    cfg["rope_scaling"] = {"type": "yarn", "factor": 40}
+    (ckpt / "config.json").write_text(json.dumps(cfg))
+    manifest = compress_checkpoint(ckpt, tmp_path / "s")
+    assert "rope_scaling 'yarn' is not implemented" in manifest["trace"]["skipped"]
+    with pytest.raises(UsageError, match="rope_scaling 'yarn' is not implemented"):
+        Engine(tmp_path / "s", EngineSettings(mode="memory"))
+
+
+def test_cli_end_to_end(tmp_path):
+    runner = CliRunner()
+    ckpt, store, report = tmp_path / "ck", tmp_path / "st", tmp_path / "bench.json"
+    result = runner.invoke(cli, ["moe", "make-tiny", str(ckpt), "--family", "mixtral"])
+    assert result.exit_code == 0, result.output
+    assert "mixtral, 2 layers (2 MoE), 8 experts top-2" in result.output
+    result = runner.invoke(cli, ["moe", "compress", str(ckpt), "-o", str(store), "--codec", "lz4"])
+    assert result.exit_code == 0, result.output
+    assert "bits/param" in result.output and "routing trace: 515 tokens" in result.output
+    result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "Hi", "--memory-budget",
+                                 "30%", "--max-new-tokens", "3", "--storage-profile",
+                                 "jetson-agx-orin-64gb"])
+    assert result.exit_code == 0, result.output
+    assert "zipmoe: 3 tokens" in result.output and "capped at 0.4 GB/s" in result.output
+    result = runner.invoke(cli, ["moe", "bench", str(store), "--max-new-tokens", "2", "--prompt",
+                                 "x", "--json", str(report)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(report.read_text())
+    assert doc["kind"] == "moe/bench" and doc["logits"]["identical"]
+    assert set(doc["results"]) == {"zipmoe", "naive", "memory"}
+    result = runner.invoke(cli, ["moe", "serve", str(tmp_path), "--prompt", "x"])
+    assert result.exit_code == 2
+    assert "not a ZipMoE store" in result.output and "Traceback" not in result.output
+    result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--memory-budget",
+                                 "half"])
+    assert result.exit_code == 2 and "cannot read the size 'half'" in result.output

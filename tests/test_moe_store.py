@@ -1,0 +1,162 @@
+"""ZipMoE store: HF checkpoints of four families in, an aligned store out, corruption caught."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+from click.testing import CliRunner
+from safetensors.torch import load_file, save_file
+
+from edgekit.cli import cli
+from edgekit.errors import UnknownNameError, UsageError
+from edgekit.moe.compress import compress_checkpoint
+from edgekit.moe.config import ALIASES, parse_config
+from edgekit.moe.hf_checkpoint import INDEX_FILE, Checkpoint
+from edgekit.moe.store import ALIGN, Store, StoreError
+from edgekit.moe.tiny import make_tiny_checkpoint, tiny_config
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_compute_thread():
+    """The routing trace runs the model: one intra-op thread keeps it fast on a shared machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def qwen(tmp_path_factory):
+    root = tmp_path_factory.mktemp("qwen")
+    ckpt = make_tiny_checkpoint(root / "ckpt", "qwen", seed=3)
+    compress_checkpoint(ckpt, root / "store")
+    return ckpt, root / "store"
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
+        a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+
+@pytest.mark.parametrize("family", sorted(ALIASES))
+def test_every_family_compresses_and_round_trips(tmp_path, family):
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", family, seed=1)
+    manifest = compress_checkpoint(ckpt, tmp_path / "store", trace=family == "deepseek")
+    store = Store(tmp_path / "store")
+    original = load_file(str(ckpt / "model.safetensors"))
+    assert set(store.tensors) == set(original)
+    for name, tensor in original.items():
+        assert _same_bits(store.load_tensor(name), tensor), name
+    cfg = store.config
+    assert store.total_expert_bytes == len(cfg.moe_layers) * cfg.num_experts * cfg.expert_params * 2
+    assert manifest["totals"]["bits_per_param"] < 12.5
+    if family == "deepseek":
+        assert cfg.moe_layers == (1, 2) and cfg.shared_intermediate > 0
+        counts = manifest["trace"]["counts"]
+        assert set(counts) == {"1", "2"}
+        assert all(sum(row) == manifest["trace"]["tokens"] * cfg.top_k for row in counts.values())
+
+
+def test_layout_is_aligned_and_manifest_complete(qwen):
+    _, store_dir = qwen
+    store = Store(store_dir)
+    assert (store_dir / "config.json").is_file()
+    assert store.data_path.stat().st_size % ALIGN == 0
+    assert store.manifest["codec"]["alignment"] == ALIGN
+    for entry in store.tensors.values():
+        assert entry.encoding == "zipmoe" and entry.dtype == "bfloat16"
+        for _, extent in entry.extents():
+            assert extent.offset % ALIGN == 0 and extent.size > 0 and extent.crc32 >= 0
+        assert sum(c.stop - c.start for c in entry.chunks) == entry.numel
+    doc = json.loads((store_dir / "manifest.json").read_text())
+    expert = doc["tensors"]["model.layers.0.mlp.experts.3.up_proj.weight"]
+    assert expert["shape"] == [32, 64] and {"offset", "size", "crc32"} <= set(expert["raw"])
+
+
+def _copy_store(src, dst):
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    return dst
+
+
+def test_flipped_byte_is_caught_and_names_the_tensor(qwen, tmp_path):
+    _, store_dir = qwen
+    bad = _copy_store(store_dir, tmp_path / "bad")
+    store = Store(bad)
+    name = "model.layers.1.mlp.experts.5.down_proj.weight"
+    extent = store.tensors[name].chunks[0]
+    with open(store.data_path, "r+b") as handle:
+        handle.seek(extent.offset + extent.size // 2)
+        byte = handle.read(1)
+        handle.seek(-1, os.SEEK_CUR)
+        handle.write(bytes([byte[0] ^ 0x10]))
+    with pytest.raises(StoreError, match=rf"tensor '{name}': exponent chunk 1 of 1 fails its CRC"):
+        Store(bad).load_tensor(name)
+    with pytest.raises(StoreError, match=name):
+        Store(bad).verify()
+    result = CliRunner().invoke(cli, ["moe", "verify", str(bad)])
+    assert result.exit_code == 2
+    assert name in result.output and "fails its CRC-32" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_truncated_store_names_the_first_tensor_past_the_end(qwen, tmp_path):
+    _, store_dir = qwen
+    bad = _copy_store(store_dir, tmp_path / "short")
+    store = Store(bad)
+    victim = list(store.tensors)[-3]
+    cut = store.tensors[victim].chunks[0].offset + 1
+    os.truncate(store.data_path, cut)
+    with pytest.raises(StoreError, match=rf"truncated to {cut} bytes; tensor '{victim}'"):
+        Store(bad)
+
+
+def test_missing_manifest_and_wrong_format(tmp_path):
+    with pytest.raises(StoreError, match="not a ZipMoE store"):
+        Store(tmp_path)
+    (tmp_path / "manifest.json").write_text('{"format": "other"}')
+    with pytest.raises(StoreError, match="not a ZipMoE store manifest"):
+        Store(tmp_path)
+
+
+def test_missing_expert_tensor_is_named(tmp_path):
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "mixtral")
+    weights = load_file(str(ckpt / "model.safetensors"))
+    gone = "model.layers.1.block_sparse_moe.experts.2.w3.weight"
+    del weights[gone]
+    save_file(weights, str(ckpt / "model.safetensors"))
+    with pytest.raises(UsageError, match=rf"tensor '{gone}' is missing"):
+        compress_checkpoint(ckpt, tmp_path / "store")
+    assert not (tmp_path / "store").exists()  # nothing half-made
+
+
+def test_sharded_checkpoint_with_index(tmp_path):
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "olmoe")
+    weights = load_file(str(ckpt / "model.safetensors"))
+    names = sorted(weights)
+    halves = {"model-00001-of-00002.safetensors": names[::2],
+              "model-00002-of-00002.safetensors": names[1::2]}
+    for file, part in halves.items():
+        save_file({n: weights[n] for n in part}, str(ckpt / file))
+    (ckpt / "model.safetensors").unlink()
+    (ckpt / INDEX_FILE).write_text(json.dumps(
+        {"weight_map": {n: f for f, part in halves.items() for n in part}}))
+    with Checkpoint(ckpt) as checkpoint:
+        checkpoint.check_complete()
+        assert _same_bits(checkpoint.get(names[3]), weights[names[3]])
+    compress_checkpoint(ckpt, tmp_path / "store", trace=False)
+    assert _same_bits(Store(tmp_path / "store").load_tensor(names[5]), weights[names[5]])
+
+
+def test_config_errors_are_one_clear_line():
+    with pytest.raises(UnknownNameError, match="valid: deepseek_v2, mixtral, olmoe, qwen2_moe"):
+        parse_config({"model_type": "llama"})
+    cfg = tiny_config("qwen")
+    del cfg["moe_intermediate_size"]
+    with pytest.raises(UsageError, match="field 'moe_intermediate_size' is required"):
+        parse_config(cfg)
+    yarn = {**tiny_config("deepseek"), "rope_scaling": {"type": "yarn", "factor": 40}}
+    assert parse_config(yarn).rope_scaling == "yarn"  # compressible; the model refuses to serve it
