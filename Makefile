@@ -15,7 +15,7 @@ TORCH_PIP_ARGS ?= torch==2.13.0
 SPIKINGJELLY ?= spikingjelly>=2.0,<3
 STAMP := $(VENV)/.edgekit-installed
 DEMO_DIR ?= edgekit-demo
-DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide
+DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide wbmm wbmm-dw13
 
 .PHONY: install demo test clean
 
