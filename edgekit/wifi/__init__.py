@@ -1,0 +1,1 @@
+"""WiFi CSI sensing for WiFi-Mamba (methods.md §6): data format, simulator, metrics, matching."""

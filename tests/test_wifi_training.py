@@ -1,0 +1,63 @@
+"""Set loss and the pose training loop on a tiny simulated set."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from edgekit.models.wifi_mamba import build_model
+from edgekit.wifi.loss import set_loss
+from edgekit.wifi.simulator import simulate_dataset
+from edgekit.wifi.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One torch thread: on a shared 2-core machine OpenMP barriers stall these small ops."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_set_loss_is_permutation_invariant_and_zero_pose_error_when_exact():
+    torch.manual_seed(0)
+    gt = torch.randn(1, 3, 14, 3)
+    poses = torch.randn(1, 5, 14, 3)
+    poses[0, 4], poses[0, 1] = gt[0, 0], gt[0, 1]  # two persons predicted exactly
+    logits = torch.full((1, 5), -20.0)
+    logits[0, [4, 1]] = 20.0
+    n = torch.tensor([2])
+    loss = set_loss(poses, logits, gt, n)
+    assert float(loss) < 1e-6
+    perm = torch.tensor([3, 0, 4, 2, 1])
+    torch.testing.assert_close(set_loss(poses[:, perm], logits[:, perm], gt, n), loss)
+    worse = poses.clone()
+    worse[0, 4] += 0.1
+    assert float(set_loss(worse, logits, gt, n)) > float(loss)
+
+
+def test_training_steps_and_streaming_evaluation():
+    split = PoseSplit.from_data(simulate_dataset(3, 5, seed=0))
+    for name in ("wifi-mamba", "wifi-petr"):
+        model = build_model(name)
+        steps, loss = train_pose_model(model, split, seconds=60, batch=4, window=2, max_steps=3)
+        assert steps == 3 and loss == loss
+        preds = predict(model, split)
+        assert preds.shape == (15, model.cfg.queries, 14, 3)
+        res = evaluate_pose_model(model, split)
+        assert set(res) == {"1", "2", "3", "all"} and res["all"]["frames"] == 15
+
+
+def test_pose_dataset_and_entry_hooks():
+    import numpy as np
+
+    from edgekit.models.wifi_mamba.entries import entry
+    from edgekit.wifi.dataset import evaluate_dataset, load_wifi_pose, to_split, train_entry
+
+    data = load_wifi_pose(train_sequences=3, test_sequences=3)
+    assert data.x_train.shape == (24, 2, 270, 20) and data.y_test.shape == (24, 3, 14, 3)
+    split = to_split(data.x_train, data.y_train)
+    assert list(split.n_persons[::8]) == [1, 2, 3] and list(split.sequence[::8]) == [0, 1, 2]
+    assert np.isnan(data.y_train[0, 1:]).all() and not np.isnan(data.y_train[16]).any()
+    result = train_entry(entry("wifi-petr"), data, epochs=1)
+    assert result.metric == "mpjpe_mm" and result.value > 0
+    assert evaluate_dataset(result.model, data.x_test, data.y_test) == result.value
