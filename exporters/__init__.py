@@ -9,7 +9,7 @@ from edgekit.exporters.tensorrt import (EngineBuildConfig, EngineExportResult, S
                                         export_tensorrt, trtexec_build_args)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 
-EXPORT_FORMATS = ("onnx", "tensorrt", "jetson-bundle")
+EXPORT_FORMATS = ("onnx", "tensorrt", "jetson-bundle", "nir")
 
 __all__ = ["EXPORT_FORMATS", "Artifact", "BundleResult", "CalibrationBatcher",
            "CalibrationSamples", "EngineBuildConfig", "EngineExportResult", "ExportResult",

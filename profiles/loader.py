@@ -24,6 +24,7 @@ from edgekit.errors import ProfileError, UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
 from edgekit.profiles.schema import (
     DEVICE_KINDS,
+    ENERGY_EVENTS,
     PRECISIONS,
     SENSOR_KINDS,
     DeviceProfile,
@@ -34,18 +35,21 @@ from edgekit.profiles.schema import (
 PROFILE_DIR = Path(__file__).resolve().parent
 CALIBRATION_FILE = "calibration.json"
 ARCHES = ("x86_64", "aarch64")
+NEUROMORPHIC_ARCHES = ("loihi",)
 BACKENDS = ("torch", "onnxruntime", "tensorrt")
 DETECT_KEYS = ("device_tree_model", "nv_tegra_release", "nvml_name", "machine")
 
 _FIELDS = {
     "": ("name", "display_name", "kind", "arch", "generic", "cpu_cores", "preferred_backends",
-         "preferred_precisions", "peak", "memory", "storage", "power", "detect", "sources"),
+         "preferred_precisions", "peak", "memory", "storage", "power", "detect", "energy",
+         "sources"),
     "memory.": ("size_gib", "bandwidth_gbs"),
     "storage.": ("bandwidth_gbs",),
     "power.": ("modes", "default_mode", "tdp_w", "idle_w", "core_w", "sensor"),
     "power.sensor.": ("kind", "total_rail"),
+    "energy.": tuple(f"{event}_pj" for event in ENERGY_EVENTS),
 }
-_TERA, _GIGA, _GIB = 1e12, 1e9, 2**30
+_TERA, _GIGA, _GIB, _PICO = 1e12, 1e9, 2**30, 1e-12
 _CALIBRATE_HINT = "delete it and run 'edgekit devices --calibrate' again"
 
 
@@ -110,8 +114,14 @@ def _strings(path: Path, table: dict[str, Any], key: str, prefix: str = "",
     return tuple(value)
 
 
-def _peaks(path: Path, data: dict[str, Any], generic: bool) -> dict[str, float]:
+def _peaks(path: Path, data: dict[str, Any], generic: bool,
+           neuromorphic: bool = False) -> dict[str, float]:
     peak = _table(path, data, "peak")
+    if neuromorphic:
+        if peak:
+            raise _error(path, "peak", "must be absent in a neuromorphic profile (it has no "
+                         "FLOP/s peak; its costs are per event, in [energy])")
+        return {}
     if generic and peak:
         raise _error(path, "peak", "must be absent in a generic profile "
                      "(its peaks come from 'edgekit devices --calibrate')")
@@ -156,6 +166,20 @@ def _power(path: Path, data: dict[str, Any]) -> tuple[tuple[PowerMode, ...], str
             _number(path, power, "core_w", "power."), sensor)
 
 
+def _energy(path: Path, data: dict[str, Any], neuromorphic: bool) -> dict[str, float]:
+    """A neuromorphic chip's energy per event, pJ in the file, joules in the profile."""
+    table = _table(path, data, "energy")
+    if not neuromorphic:
+        if table:
+            raise _error(path, "energy", "is only for kind = \"neuromorphic\" profiles")
+        return {}
+    _check_keys(path, table, "energy.")
+    if "synaptic_op_pj" not in table:
+        raise _error(path, "energy.synaptic_op_pj", "is required in a neuromorphic profile")
+    return {key[:-3]: _positive(path, f"energy.{key}", value) * _PICO
+            for key, value in table.items()}
+
+
 def _detect(path: Path, data: dict[str, Any]) -> dict[str, tuple[str, ...]]:
     table = _table(path, data, "detect")
     for key in table:
@@ -197,13 +221,18 @@ def _parse(path: Path) -> DeviceProfile:
     generic = data.get("generic", False)
     if not isinstance(generic, bool):
         raise _error(path, "generic", f"must be true or false, got {generic!r}")
+    kind = _string(path, data, "kind", choices=DEVICE_KINDS)
+    neuromorphic = kind == "neuromorphic"
+    if neuromorphic and generic:
+        raise _error(path, "generic", "must be false in a neuromorphic profile")
     cores = data.get("cpu_cores")
     if cores is not None:
         _positive(path, "cpu_cores", cores, integer=True)
-    peak_flops = _peaks(path, data, generic)
+    peak_flops = _peaks(path, data, generic, neuromorphic)
+    energy = _energy(path, data, neuromorphic)
     memory = _table(path, data, "memory")
     _check_keys(path, memory, "memory.")
-    size = _number(path, memory, "size_gib", "memory.", required=not generic)
+    size = _number(path, memory, "size_gib", "memory.", required=not (generic or neuromorphic))
     bandwidth = _number(path, memory, "bandwidth_gbs", "memory.")
     storage = _table(path, data, "storage")
     _check_keys(path, storage, "storage.")
@@ -214,7 +243,8 @@ def _parse(path: Path) -> DeviceProfile:
                "storage.bandwidth_gbs": storage_bandwidth, "power.modes": modes or None,
                "power.tdp_w": None if modes else tdp, "power.idle_w": idle, "power.core_w": core_w,
                "power.sensor": None if sensor.kind == "none" else sensor}
-    cited = [f"peak.{p}" for p in peak_flops] + [k for k, v in present.items() if v is not None]
+    cited = ([f"peak.{p}" for p in peak_flops] + [f"energy.{e}_pj" for e in energy]
+             + [k for k, v in present.items() if v is not None])
     sources = _sources(path, data, cited)
     if modes:
         sources["power.tdp_w"] = (f"watts of the default power mode {default}; "
@@ -223,8 +253,8 @@ def _parse(path: Path) -> DeviceProfile:
     return DeviceProfile(
         name=name,
         display_name=_string(path, data, "display_name"),
-        kind=_string(path, data, "kind", choices=DEVICE_KINDS),
-        arch=_string(path, data, "arch", choices=ARCHES),
+        kind=kind,
+        arch=_string(path, data, "arch", choices=NEUROMORPHIC_ARCHES if neuromorphic else ARCHES),
         peak_flops=peak_flops,
         memory_bytes=None if size is None else round(size * _GIB),
         memory_bandwidth_bytes_s=None if bandwidth is None else bandwidth * _GIGA,
@@ -240,6 +270,7 @@ def _parse(path: Path) -> DeviceProfile:
         sources=sources,
         detect=_detect(path, data),
         core_power_w=core_w,
+        energy_per_event_j=energy,
         generic=generic,
         path=path,
     )
@@ -317,7 +348,8 @@ def _with_calibration(profile: DeviceProfile) -> DeviceProfile:
     entry = read_calibration().get(profile.name) if profile.generic else None
     if entry is None:
         return dataclasses.replace(profile, peak_flops=dict(profile.peak_flops),
-                                   sources=dict(profile.sources))
+                                   sources=dict(profile.sources),
+                                   energy_per_event_j=dict(profile.energy_per_event_j))
     host = entry.get("machine", {}).get("hostname") or "unknown host"
     cite = f"measured: edgekit devices --calibrate on {entry['date']} ({host})"
     peaks = {p: float(v) for p, v in entry["peak_flops"].items()}

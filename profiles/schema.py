@@ -8,9 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEVICE_KINDS = ("jetson", "gpu", "cpu")
+DEVICE_KINDS = ("jetson", "gpu", "cpu", "neuromorphic")
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "int8")
 SENSOR_KINDS = ("ina3221", "nvml", "rapl", "none")
+# What a neuromorphic profile's [energy] table prices, each in pJ per event in the TOML file.
+ENERGY_EVENTS = ("synaptic_op", "neuron_update_active", "neuron_update_inactive",
+                 "spike_within_tile", "tile_hop_ew", "tile_hop_ns")
 
 
 @dataclass(frozen=True)
@@ -32,7 +35,7 @@ class DeviceProfile:
     name: str  # file stem, the CLI name: "jetson-orin-nano-8gb"
     display_name: str
     kind: str  # one of DEVICE_KINDS
-    arch: str  # "aarch64" | "x86_64"
+    arch: str  # "aarch64" | "x86_64"; a neuromorphic chip's architecture ("loihi")
     peak_flops: dict[str, float]  # precision -> dense peak in FLOP/s (int8: OP/s)
     memory_bytes: int | None  # None: a generic profile not (yet) read from this machine
     memory_bandwidth_bytes_s: float | None
@@ -48,6 +51,7 @@ class DeviceProfile:
     sources: dict[str, str]  # field -> citation (datasheet, URL, "measured: edgekit calibrate")
     detect: dict[str, tuple[str, ...]] = field(default_factory=dict)  # how to recognise it
     core_power_w: float | None = None  # generic CPUs: assumed watts per core, for estimates
+    energy_per_event_j: dict[str, float] = field(default_factory=dict)  # neuromorphic: event -> J
     generic: bool = False  # no datasheet: cores/memory read from the machine, peaks calibrated
     calibrated: bool = False  # peaks/bandwidth come from `edgekit devices --calibrate`
     path: Path | None = None

@@ -39,7 +39,8 @@ def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_required_profiles_ship() -> None:
     required = {"jetson-orin-nano-8gb", "jetson-orin-nano-8gb-super", "jetson-orin-nx-16gb",
                 "jetson-agx-orin-64gb", "jetson-xavier-nx", "jetson-nano", "generic-x86-64-cpu",
-                "generic-arm64-cpu", "generic-nvidia-gpu", "nvidia-h200", "nvidia-h100-sxm"}
+                "generic-arm64-cpu", "generic-nvidia-gpu", "nvidia-h200", "nvidia-h100-sxm",
+                "loihi"}
     assert required <= set(NAMES)
 
 
@@ -67,14 +68,19 @@ def test_every_figure_is_positive_and_cited(name: str) -> None:
         "cpu_cores": profile.cpu_cores,
     })
     figures.update({f"power.modes.{m.name}": m.watts for m in profile.power_modes})
+    figures.update({f"energy.{e}_pj": j for e, j in profile.energy_per_event_j.items()})
     for field, value in figures.items():
         if value is None:
             continue
         assert value > 0, field
         cited = "power.modes" if field.startswith("power.modes.") else field
         assert profile.sources.get(cited, "").strip(), f"{name}: {field} has no source"
-    if not profile.generic:
+    if profile.kind == "neuromorphic":  # a cost table: energy per event, no FLOP/s or sensor
+        assert profile.energy_per_event_j and not profile.peak_flops
+        assert profile.power_sensor.kind == "none" and profile.tdp_w is None
+    elif not profile.generic:
         assert profile.peak_flops and profile.memory_bytes and profile.memory_bandwidth_bytes_s
+        assert not profile.energy_per_event_j
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -101,6 +107,66 @@ def test_datasheet_figures_are_dense_and_rails_right() -> None:
     assert rails["jetson-xavier-nx"] == ("ina3221", "VDD_IN")
     assert rails["jetson-nano"] == ("ina3221", "POM_5V_IN")
     assert rails["nvidia-h200"] == ("nvml", None) and rails["generic-x86-64-cpu"][0] == "rapl"
+
+
+def test_loihi_costs_are_davies_2018_table_2() -> None:
+    """Davies et al., IEEE Micro 2018, Table 2, converted from pJ to joules."""
+    loihi = load_profile("loihi")
+    assert loihi.kind == "neuromorphic" and loihi.arch == "loihi"
+    expected = {"synaptic_op": 23.6, "neuron_update_active": 81.0, "neuron_update_inactive": 52.0,
+                "spike_within_tile": 1.7, "tile_hop_ew": 3.0, "tile_hop_ns": 4.0}
+    assert loihi.energy_per_event_j == pytest.approx({k: v * 1e-12 for k, v in expected.items()})
+    assert all("Table 2" in loihi.sources[f"energy.{k}_pj"] for k in expected)
+    assert "loihi" not in {detect_profile(Path("/nonexistent"), machine=m).name
+                           for m in ("x86_64", "aarch64")}
+
+
+NEUROMORPHIC = """\
+name = "my-chip"
+display_name = "My chip"
+kind = "neuromorphic"
+arch = "loihi"
+
+[energy]
+synaptic_op_pj = 23.6  # made up
+
+[power.sensor]
+kind = "none"
+
+[sources]
+"energy.synaptic_op_pj" = "test"
+"""
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda t: t, None),
+    (lambda t: t.replace("[energy]", "[peak]\nfp32 = 1.0  # x\n\n[energy]"),
+     "field 'peak' must be absent in a neuromorphic profile"),
+    (lambda t: t.replace("synaptic_op_pj = 23.6", "spike_within_tile_pj = 1.7"),
+     "field 'energy.synaptic_op_pj' is required"),
+    (lambda t: t.replace("synaptic_op_pj = 23.6", "synaptic_op_pj = 23.6\nsynop_pj = 1"),
+     "field 'energy.synop_pj' is not a known field"),
+    (lambda t: t.replace("synaptic_op_pj = 23.6", "synaptic_op_pj = -1"),
+     "field 'energy.synaptic_op_pj' must be a positive number"),
+    (lambda t: t.replace('arch = "loihi"', 'arch = "x86_64"'), "field 'arch' must be one of loihi"),
+    (lambda t: t.replace('"energy.synaptic_op_pj" = "test"', ""),
+     "field 'energy.synaptic_op_pj' has no source"),
+])
+def test_neuromorphic_profile_validation(tmp_path: Path, edit, message) -> None:
+    path = tmp_path / "my-chip.toml"
+    path.write_text(edit(NEUROMORPHIC))
+    if message is None:
+        assert load_profile(path).energy_per_event_j == {"synaptic_op": pytest.approx(23.6e-12)}
+        return
+    with pytest.raises(ProfileError, match=message):
+        load_profile(path)
+
+
+def test_energy_table_only_in_neuromorphic_profiles(tmp_path: Path) -> None:
+    path = tmp_path / "my-board.toml"
+    path.write_text(GOOD.replace("[sources]", "[energy]\nsynaptic_op_pj = 1  # x\n\n[sources]"))
+    with pytest.raises(ProfileError, match="field 'energy' is only for kind"):
+        load_profile(path)
 
 
 @pytest.mark.parametrize("name", [n for n in NAMES if n.startswith("generic-")])

@@ -40,11 +40,11 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from edgekit.cli import (compare, devices, export, models, moe, profile, train,
+    from edgekit.cli import (compare, devices, export, models, moe, profile, simulate, train,
                              validate)
 
     for command in (devices.devices, models.models, train.train, export.export,
-                    validate.validate, profile.profile, compare.compare,
+                    validate.validate, profile.profile, compare.compare, simulate.simulate,
                     moe.moe):
         cli.add_command(command)
 

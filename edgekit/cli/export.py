@@ -49,6 +49,11 @@ def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -
     if fmt == "jetson-bundle" and values["timing_cache"]:
         raise UsageError("--timing-cache applies to --to tensorrt; a bundle keeps its timing "
                          "cache beside the model on the device")
+    if fmt == "nir":
+        extra = _given(values, _ONNX_ONLY)
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply to ONNX exports; a NIR graph has no "
+                             f"batch dimension or opset")
     if target_is_artifact:
         extra = _given(values, _ONNX_ONLY)
         if extra:
@@ -118,7 +123,7 @@ def _onnx_artifact(target: str, fmt: str, values: dict[str, Any],
 @click.option("--cuda-graph", is_flag=True,
               help="Jetson bundle: profile with CUDA graphs in the README's commands.")
 @click.option("-o", "--output", type=click.Path(file_okay=False),
-              help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, ./MODEL-jetson).")
+              help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, ./MODEL-jetson, ./MODEL-nir).")
 def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
            output: str | None, **values: Any) -> None:
     """Export TARGET and validate it against PyTorch.
@@ -132,6 +137,9 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     profile = load_profile(device).name if device else None
     if fmt == "onnx":
         _export_onnx(target, values, profile, atol, rtol, output)
+        return
+    if fmt == "nir":
+        _export_nir(target, atol, rtol, output)
         return
     build = EngineBuildConfig.from_options(
         values["precision"], values["workspace"], values["dla_core"], values["min_shape"],
@@ -156,6 +164,23 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         else:
             _export_bundle(artifact, build, calibration, values["cuda_graph"],
                            output or f"{name}-jetson")
+
+
+def _export_nir(target: str, atol: float | None, rtol: float | None, output: str | None) -> None:
+    from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only for NIR
+
+    source = load_model_source(target)
+    out = output or f"{source.name.replace(':', '-')}-nir"
+    console.print(f"exporting [bold]{source.name}[/bold] to nir -> {out}")
+    try:
+        result = export_nir(source, out, atol=atol, rtol=rtol)
+    except ValidationFailed as exc:
+        _print_validation(exc.report.lines(), err=True)
+        raise
+    _print_validation(result.validation.lines())
+    console.print(f"read back with nir, imported with SpikingJelly, compared on "
+                  f"{result.validation.inputs}")
+    console.print(f"artifact: {result.folder}/ ({result.manifest['model_file']}, manifest.json)")
 
 
 def _export_onnx(target: str, values: dict[str, Any], profile: str | None, atol: float | None,

@@ -1,0 +1,113 @@
+"""Multi-step building blocks shared by edgekit's spiking nets, and the static-image wrapper.
+
+Neurons are SpikingJelly's multi-step LIF with the settings of methods.md §1 [code]: tau = 2,
+v_th = 1, v_reset = 0 (hard reset), ATan surrogate, detach_reset, decay_input. Tensors inside a
+spiking net are time-major, ``[T, B, C, H, W]``; convolutions and BatchNorm run on the T*B
+flattened batch (SpikingJelly's ``step_mode="m"`` layers).
+
+``MultiStepNet`` turns a time-major net into a classifier of static images with the usual
+contract ``(B, C, H, W) -> (B, classes)``: direct encoding (the image is the input current at each
+of the T steps), rate decoding (the output averaged over T). It resets every neuron at the start of
+its own ``forward``, so training, evaluation, profiling and export code never have to know that a
+model is stateful.
+"""
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from edgekit.errors import UsageError
+
+# torch logs one warning per missing Triton when SpikingJelly registers its operators; a CPU
+# machine without Triton is the normal case here, not something to warn about.
+logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+
+from spikingjelly.activation_based import functional, layer, neuron, surrogate  # noqa: E402
+
+ACTIVATIONS = ("lif", "relu")
+TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
+
+
+def lif() -> neuron.LIFNode:
+    """The LIF neuron of methods.md §1 [code], multi-step."""
+    return neuron.LIFNode(tau=TAU, decay_input=True, v_threshold=V_THRESHOLD, v_reset=V_RESET,
+                          surrogate_function=surrogate.ATan(), detach_reset=True, step_mode="m")
+
+
+def activation(kind: str) -> nn.Module:
+    """``"lif"`` (spiking) or ``"relu"`` (the non-spiking twin of the same net)."""
+    if kind == "lif":
+        return lif()
+    if kind == "relu":
+        return nn.ReLU()
+    raise UsageError(f"unknown activation '{kind}'", hint=f"valid: {', '.join(ACTIVATIONS)}")
+
+
+def conv(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
+         bias: bool = False) -> layer.Conv2d:
+    """A multi-step 'same' convolution ([T, B, C, H, W] in and out)."""
+    return layer.Conv2d(cin, cout, kernel, stride, padding=kernel // 2, groups=groups, bias=bias,
+                        step_mode="m")
+
+
+def bn(channels: int) -> layer.BatchNorm2d:
+    return layer.BatchNorm2d(channels, step_mode="m")
+
+
+def is_spiking(model: nn.Module) -> bool:
+    return any(isinstance(m, neuron.BaseNode) for m in model.modules())
+
+
+def check_timesteps(T: object) -> int:
+    if isinstance(T, bool) or not isinstance(T, int) or T < 1:
+        raise UsageError(f"T (time steps) must be a positive integer, got {T!r}")
+    return T
+
+
+class MultiStepNet(nn.Module):
+    """A static-image classifier run for ``T`` steps; subclasses implement ``forward_seq``."""
+
+    def __init__(self, T: int, input_shape: tuple[int, ...]) -> None:
+        super().__init__()
+        self.T = check_timesteps(T)
+        self.input_shape = tuple(input_shape)
+
+    def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:  # [T, B, ...] -> [T, B, classes]
+        raise NotImplementedError
+
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Direct encoding: the image is the input current at every step."""
+        if x.dim() != len(self.input_shape) + 1 or tuple(x.shape[1:]) != self.input_shape:
+            raise UsageError(f"{type(self).__name__} expects input of shape (batch, "
+                             f"{', '.join(map(str, self.input_shape))}), got {tuple(x.shape)}")
+        return x.unsqueeze(0).repeat(self.T, *([1] * x.dim()))  # [T, B, C, H, W]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        functional.reset_net(self)  # a fresh membrane state for every batch
+        return self.forward_seq(self.encode(x)).mean(0)  # rate decoding: (B, classes)
+
+
+@torch.no_grad()
+def calibrate_batchnorm(model: nn.Module, batches: list[torch.Tensor]) -> nn.Module:
+    """Set every BatchNorm's running statistics to the exact averages over ``batches``.
+
+    An untrained net in eval mode normalises with the initial statistics (mean 0, variance 1),
+    so with small initial weights its neurons never reach threshold and every spike count is
+    zero. Calibrated statistics give it the activity of a net that has seen data, which is what
+    op counting and export checks of an untrained net need. Returns the model in eval mode.
+    """
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    saved = [m.momentum for m in norms]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # cumulative average over the calibration batches
+    model.train()
+    try:
+        for x in batches:
+            model(x)
+    finally:
+        for m, momentum in zip(norms, saved):
+            m.momentum = momentum
+    return model.eval()
