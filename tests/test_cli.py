@@ -121,3 +121,13 @@ def test_compare_writes_table_plot_csv_json(tmp_path):
     # the second run reuses the cached checkpoints instead of training again
     again = run("compare", "mlp:small", "--duration", "0.1", env_home=tmp_path / "home")
     assert again.returncode == 0 and "training" not in again.stderr
+
+
+def test_nir_export_from_the_cli(tmp_path):
+    proc = run("export", "spiking-cnn", "--to", "nir", "-o", str(tmp_path / "nir"))
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "nir" / "model.nir").is_file()
+    assert json.loads((tmp_path / "nir" / "manifest.json").read_text())["format"] == "nir"
+    refused = run("export", "spikingresformer", "--to", "nir", "-o", str(tmp_path / "no"))
+    assert_one_line_error(refused, 2, "cannot be exported to NIR")
+    assert not (tmp_path / "no").exists()
