@@ -25,14 +25,7 @@ from edgekit.targets import ModelSource, load_model_source
 from edgekit.training import train
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine a second thread mostly waits at OpenMP
-    barriers (these small nets run 10-50x slower with two threads when another job is busy)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 # Out of the default run (their property is also tested on a cheaper case here).
 slow_only = pytest.mark.skipif(not os.environ.get("EDGEKIT_SLOW"),

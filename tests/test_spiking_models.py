@@ -21,14 +21,7 @@ from edgekit.registry import create_model, get_entry, split_name
 from edgekit.training import train
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine a second thread mostly waits at OpenMP
-    barriers (these small nets run 10-50x slower with two threads when another job is busy)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 T, B, C, H, W = 3, 2, 8, 4, 4
 

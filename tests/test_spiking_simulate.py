@@ -20,14 +20,7 @@ from edgekit.registry import create_model, get_entry
 from edgekit.simulate import SimulateSettings, load_spiking_source, simulate
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """One intra-op thread: on a shared 2-core machine a second thread mostly waits at OpenMP
-    barriers (these small nets run 10-50x slower with two threads when another job is busy)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 QUICK = dict(samples=24, batch_size=12, profile_device=False)
 

@@ -10,14 +10,7 @@ from edgekit.wifi.csi import (CSI_SHAPE, SUBCARRIER_INDEX, denoise_amplitude, lo
 from edgekit.wifi.simulator import Geometry, Impairments, render_csi, simulate_dataset
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One BLAS/OpenMP thread: on a shared 2-core machine numpy's spinning BLAS pool (after an
-    SVD or a pseudo-inverse) slows the torch tests that follow by 10x or more."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _complex_csi(seed=0):

@@ -8,14 +8,7 @@ from edgekit.wifi.matching import hungarian_match, match_poses
 from edgekit.wifi.metrics import evaluate_frames, mpjpe, pa_mpjpe, procrustes_align
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One BLAS/OpenMP thread: on a shared 2-core machine numpy's spinning BLAS pool (after an
-    SVD or a pseudo-inverse) slows the torch tests that follow by 10x or more."""
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1):
-        yield
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _pose(seed=0):

@@ -12,12 +12,7 @@ from edgekit.models.wifi_mamba.entries import model_source
 from edgekit.models.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, reference_scan
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine OpenMP barriers stall these small ops."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _prepared(seed, batch=2, seq=12, d=16):

@@ -10,12 +10,7 @@ from edgekit.wifi.simulator import simulate_dataset
 from edgekit.wifi.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """One torch thread: on a shared 2-core machine OpenMP barriers stall these small ops."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def test_set_loss_is_permutation_invariant_and_zero_pose_error_when_exact():
