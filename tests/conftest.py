@@ -11,7 +11,7 @@ def edgekit_home(tmp_path_factory, monkeypatch):
     return home
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def single_thread():
     """One torch intra-op thread and one BLAS thread: on a shared 2-core machine a second thread
     mostly waits at OpenMP barriers, and numpy's spinning BLAS pool (after an SVD or a
