@@ -1,7 +1,14 @@
 """Shared by the benchmark scripts: machine description, JSON output, markdown tables."""
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
+import os
 import statistics
+import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,3 +32,57 @@ def markdown_table(header: list[str], rows: list[list[Any]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def export_module(module: Any, x: Any, path: Path) -> None:
+    """Export a one-input, one-output module to ONNX quietly (dynamo exporter, opset 18)."""
+    import torch
+
+    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), str(path), input_names=["x"], output_names=["y"],
+                          opset_version=18, dynamo=True, external_data=False)
+
+
+def time_call(fn: Callable[[], Any], min_time: float, min_iters: int,
+              slow_s: float | None = None) -> float:
+    """Median seconds per call after one warm-up call, over at least min_iters and min_time.
+
+    With ``slow_s``, a case whose warm-up call took longer is timed by one more call only.
+    """
+    t0 = time.perf_counter()
+    fn()
+    if slow_s is not None and time.perf_counter() - t0 > slow_s:
+        t0 = time.perf_counter()
+        fn()
+        return time.perf_counter() - t0
+    times: list[float] = []
+    start = time.perf_counter()
+    while len(times) < min_iters or time.perf_counter() - start < min_time:
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return median(times)
+
+
+def run_rounds(cases: dict, rounds: int, min_time: float, min_iters: int,
+               before: Callable[[Any], None] | None = None,
+               slow_s: float | None = None) -> tuple[dict, list]:
+    """Time every case once per round, rotating which goes first so drift hits all alike;
+    returns per-case samples and the 1-minute load average at the start of each round."""
+    import torch
+
+    keys = list(cases)
+    samples: dict = {k: [] for k in keys}
+    loads = []
+    with torch.inference_mode():
+        for r in range(rounds):
+            loads.append(os.getloadavg()[0])
+            shift = r * len(keys) // rounds
+            for key in keys[shift:] + keys[:shift]:
+                if before is not None:
+                    before(key)
+                samples[key].append(time_call(cases[key], min_time, min_iters, slow_s))
+            print(f"round {r + 1}/{rounds} done (load {loads[-1]:.2f})", flush=True)
+    return samples, loads

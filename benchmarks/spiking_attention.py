@@ -20,19 +20,15 @@ exponent (least squares of log latency on log N) of 1.2 or less.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import logging
 import math
 import os
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import markdown_table, median, write_result
+from common import export_module, markdown_table, median, run_rounds, write_result
 from torch import nn
 
 from edgekit.backends import make_session
@@ -79,31 +75,6 @@ def sops(module: nn.Module, x: torch.Tensor) -> int:
     return int(counter.get_total())
 
 
-def export(module: nn.Module, x: torch.Tensor, path: Path) -> None:
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (x,), str(path), input_names=["x"], output_names=["y"],
-                          opset_version=18, dynamo=True, external_data=False)
-
-
-def time_call(fn, min_time: float, min_iters: int, slow_s: float = 1.0) -> float:
-    """Median seconds per call after one warm-up call (which also decides whether it is slow)."""
-    t0 = time.perf_counter()
-    fn()
-    if time.perf_counter() - t0 > slow_s:
-        t0 = time.perf_counter()
-        fn()
-        return time.perf_counter() - t0
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_iters or time.perf_counter() - start < min_time:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return median(times)
-
-
 def setup(sizes, threads: int, workdir: Path, ort: bool) -> tuple[dict, dict]:
     """Cases (zero-argument callables keyed (N, backend, kind)) and per-(N, kind) counts."""
     cases, counts = {}, {}
@@ -125,7 +96,7 @@ def setup(sizes, threads: int, workdir: Path, ort: bool) -> tuple[dict, dict]:
                                                                      b.mix(*p))
             if ort:
                 path = workdir / f"{kind}-{n}.onnx"
-                export(module, x, path)
+                export_module(module, x, path)
                 session = make_session(path, threads=threads)
                 feed = {"x": x.numpy()}
                 err = float(np.abs(session.run(None, feed)[0] - y.numpy()).max())
@@ -144,20 +115,6 @@ class _Mix(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         functional.reset_net(self.block)
         return self.block.mix(*self.parts)
-
-
-def run_rounds(cases: dict, args) -> tuple[dict, list]:
-    keys = list(cases)
-    samples: dict = {k: [] for k in keys}
-    loads = []
-    with torch.inference_mode():
-        for r in range(args.rounds):
-            loads.append(os.getloadavg()[0])
-            shift = r * len(keys) // args.rounds
-            for key in keys[shift:] + keys[:shift]:  # rotate who goes first
-                samples[key].append(time_call(cases[key], args.min_time, args.min_iters))
-            print(f"round {r + 1}/{args.rounds} done (load {loads[-1]:.2f})", flush=True)
-    return samples, loads
 
 
 def exponent(ns: list[int], latencies: list[float]) -> float:
@@ -252,7 +209,8 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         cases, counts = setup(args.sizes, args.threads, Path(tmp), not args.no_ort)
-        samples, loads = run_rounds(cases, args)
+        samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
+                                    slow_s=1.0)
     rows, fits, verdicts = summarise(samples, counts, args.sizes)
     backends = [b for b in ("torch", "onnxruntime", "torch-mix") if f"{b}_ms" in rows[0]]
     tabs = tables(rows, fits, verdicts, backends)

@@ -18,17 +18,14 @@ barrier). The paper's claims (methods.md §3) checked here:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
 import torch
-from common import markdown_table, median, write_result
+from common import export_module, markdown_table, median, run_rounds, write_result
 from torch import nn
 
 from edgekit.backends import make_session
@@ -67,25 +64,6 @@ def op_flops(name: str, channels: int, side: int, batch: int) -> int:
     return wbmm_flops(batch, channels, side, side, size)
 
 
-def export(module: nn.Module, x: torch.Tensor, path: Path) -> None:
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
-        torch.onnx.export(module, (x,), str(path), input_names=["x"], output_names=["y"],
-                          opset_version=18, dynamo=True, external_data=False)
-
-
-def time_call(fn, min_time: float, min_iters: int) -> float:
-    """Median seconds per call after one warm-up call, over at least min_iters and min_time."""
-    fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < min_iters or time.perf_counter() - start < min_time:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return median(times)
-
-
 def setup(shapes, threads_list, workdir: Path) -> dict:
     """Every case as a zero-argument callable, keyed (threads, shape, backend, op); the ONNX
     exports are checked against torch before anything is timed."""
@@ -98,7 +76,7 @@ def setup(shapes, threads_list, workdir: Path) -> dict:
         paths = {}
         for name in ORT_OPS:
             paths[name] = workdir / f"{name}-{channels}-{side}-{batch}.onnx"
-            export(modules[name], x, paths[name])
+            export_module(modules[name], x, paths[name])
         for threads in threads_list:
             for name, module in modules.items():
                 cases[(threads, shape, "torch", name)] = lambda m=module, x=x: m(x)
@@ -111,21 +89,6 @@ def setup(shapes, threads_list, workdir: Path) -> dict:
                     raise RuntimeError(f"ONNX Runtime disagrees with torch on {name}: {err}")
                 cases[(threads, shape, "onnxruntime", name)] = lambda s=session, f=feed: s.run(None, f)
     return cases
-
-
-def run_rounds(cases: dict, args) -> tuple[dict, list]:
-    keys = list(cases)
-    samples: dict = {k: [] for k in keys}
-    loads = []
-    with torch.inference_mode():
-        for r in range(args.rounds):
-            loads.append(os.getloadavg()[0])
-            shift = r * len(keys) // args.rounds
-            for key in keys[shift:] + keys[:shift]:  # rotate who goes first
-                torch.set_num_threads(key[0])
-                samples[key].append(time_call(cases[key], args.min_time, args.min_iters))
-            print(f"round {r + 1}/{args.rounds} done (load {loads[-1]:.2f})", flush=True)
-    return samples, loads
 
 
 def summarise(samples: dict) -> list[dict]:
@@ -209,7 +172,8 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         cases = setup(shapes, args.threads, Path(tmp))
-        samples, loads = run_rounds(cases, args)
+        samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
+                                    before=lambda key: torch.set_num_threads(key[0]))
     records = summarise(samples)
     claims = verdicts(records)
     tabs = tables(records, claims)

@@ -17,6 +17,12 @@ MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
 
 
+def task_record(task: Any) -> dict[str, Any]:
+    """The manifest's ``task`` block: what the model is scored on and its input contract."""
+    return {"dataset": task.dataset, "metric": task.metric,
+            "input_shape": list(task.input_shape), "num_classes": task.num_classes}
+
+
 def file_record(path: Path) -> dict[str, Any]:
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 

@@ -27,7 +27,7 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record
+from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record, task_record
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.models.spiking.layers import MultiStepNet, functional, layer, neuron
@@ -255,8 +255,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
             "format": "nir",
             "model_file": MODEL_FILE,
             "source": source.record(),
-            "task": {"dataset": task.dataset, "metric": task.metric,
-                     "input_shape": list(task.input_shape), "num_classes": task.num_classes},
+            "task": task_record(task),
             "inputs": [{"name": "input", "shape": [T, "batch", *task.input_shape],
                         "dtype": task.input_dtype}],
             "outputs": [{"name": "output", "shape": [T, "batch", task.num_classes],

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record
+from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record, task_record
 from edgekit.exporters.reference import (REFERENCE_FILE, make_reference, reference_record,
                                          save_reference)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
@@ -163,8 +163,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "format": "onnx",
             "model_file": MODEL_FILE,
             "source": source.record(),
-            "task": {"dataset": task.dataset, "metric": task.metric,
-                     "input_shape": list(task.input_shape), "num_classes": task.num_classes},
+            "task": task_record(task),
             "inputs": in_rec,
             "outputs": out_rec,
             "opset": opset,

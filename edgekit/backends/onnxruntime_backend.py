@@ -8,6 +8,8 @@ checks the session's providers and refuses to measure the CPU under a GPU provid
 """
 from __future__ import annotations
 
+import contextlib
+
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -80,10 +82,10 @@ def make_session(path: str | Path, threads: int | None = None,
     if PROVIDERS["tensorrt"] in names:
         provider_cache_dir().mkdir(parents=True, exist_ok=True)
     if names & {PROVIDERS["cuda"], PROVIDERS["tensorrt"]} and hasattr(ort, "preload_dlls"):
-        try:  # CUDA/cuDNN from the nvidia-* wheels are found only when preloaded (ORT >= 1.21)
+        # CUDA/cuDNN from the nvidia-* wheels are found only when preloaded (ORT >= 1.21); a
+        # system-wide CUDA install needs no preloading, and the provider check below tells.
+        with contextlib.suppress(Exception):
             ort.preload_dlls()
-        except Exception:  # a system-wide CUDA install needs no preloading; the check below tells
-            pass
     try:
         session = ort.InferenceSession(str(path), sess_options=opts, providers=list(providers))
     except Exception as exc:  # ORT raises its own Fail/InvalidGraph/NoSuchFile types

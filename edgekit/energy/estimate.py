@@ -37,10 +37,10 @@ class _SensorlessMeter(EnergyMeter):
         super().__init__(interval_s=1.0, clock=clock)  # interval unused: no sampler thread
 
     def _begin(self, now: float) -> None:
-        pass
+        """No sensor: the window is only its start and end times."""
 
     def _read(self, now: float) -> None:
-        pass
+        """No sensor to read."""
 
 
 class EstimatedMeter(_SensorlessMeter):

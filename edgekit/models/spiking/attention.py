@@ -22,6 +22,8 @@ simulation can also count the spikes actually sent.
 """
 from __future__ import annotations
 
+from abc import ABCMeta, abstractmethod
+
 import torch
 from torch import nn
 
@@ -42,7 +44,7 @@ def communication_values(kind: str, T: int, N: int, D: int) -> int:
     raise UsageError(f"unknown attention '{kind}'", hint=f"valid: {', '.join(ATTENTION_KINDS)}")
 
 
-class _Attention(nn.Module):
+class _Attention(nn.Module, metaclass=ABCMeta):
     """``X + BN(proj(mix(*branches(LIF_in(X)))))``: ``branches`` holds the per-token convolutions,
     ``mix`` the token mixing each attention form defines (what the benchmark times on its own)."""
 
@@ -53,11 +55,13 @@ class _Attention(nn.Module):
     proj: nn.Module
     bn_proj: nn.Module
 
+    @abstractmethod
     def branches(self, s: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        raise NotImplementedError
+        """The per-token convolutions of the input spikes."""
 
+    @abstractmethod
     def mix(self, *branches: torch.Tensor) -> torch.Tensor:
-        raise NotImplementedError
+        """The token mixing of this attention form."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [T, B, C, H, W]
         s = self.act_in(x)  # spikes

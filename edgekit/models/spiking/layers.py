@@ -14,6 +14,7 @@ model is stateful.
 from __future__ import annotations
 
 import logging
+from abc import ABCMeta, abstractmethod
 
 import torch
 from torch import nn
@@ -66,7 +67,7 @@ def check_timesteps(T: object) -> int:
     return T
 
 
-class MultiStepNet(nn.Module):
+class MultiStepNet(nn.Module, metaclass=ABCMeta):
     """A static-image classifier run for ``T`` steps; subclasses implement ``forward_seq``."""
 
     def __init__(self, T: int, input_shape: tuple[int, ...]) -> None:
@@ -74,8 +75,9 @@ class MultiStepNet(nn.Module):
         self.T = check_timesteps(T)
         self.input_shape = tuple(input_shape)
 
+    @abstractmethod
     def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:  # [T, B, ...] -> [T, B, classes]
-        raise NotImplementedError
+        """All T steps at once."""
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Direct encoding: the image is the input current at every step."""
