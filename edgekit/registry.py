@@ -30,6 +30,7 @@ class TaskSpec:
     input_dtype: str = "float32"
     input_name: str = "input"
     output_names: tuple[str, ...] = ("logits",)
+    higher_is_better: bool = True  # False for error metrics (MPJPE), so Pareto fronts flip
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,11 @@ class ModelEntry:
     # The inference form of a trained model (reparameterisation, BN folding), applied before
     # export and profiling so users measure what they would deploy; outputs must not change.
     deploy: Callable[[nn.Module], nn.Module] | None = None
+    # Task-specific training and scoring; None means classification (cross-entropy, accuracy).
+    # trainer(entry, dataset, variant=, epochs=, seed=, progress=, model=) -> TrainResult;
+    # evaluator(model, x_test, y_test) -> the task metric.
+    trainer: Callable[..., Any] | None = None
+    evaluator: Callable[[nn.Module, Any, Any], float] | None = None
 
     def config_for(self, variant: str | None = None, **overrides: Any) -> dict[str, Any]:
         """The full config of a variant, with explicit overrides applied last."""

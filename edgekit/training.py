@@ -37,10 +37,18 @@ def evaluate(model: nn.Module, x: np.ndarray, y: np.ndarray, batch_size: int = 2
     return correct / max(1, len(x))
 
 
+def evaluate_entry(entry: ModelEntry, model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
+    """The entry's own metric on (x, y): its evaluator, or top-1 accuracy for classifiers."""
+    return (entry.evaluator or evaluate)(model, x, y)
+
+
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
           epochs: int | None = None, seed: int = 0, progress: bool = True,
           model: nn.Module | None = None) -> TrainResult:
-    """Train with AdamW and cosine decay; returns the model in eval mode and its test metric."""
+    """Train with the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers."""
+    if entry.trainer is not None:
+        return entry.trainer(entry, dataset, variant=variant, epochs=epochs, seed=seed,
+                             progress=progress, model=model)
     settings = entry.train
     epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)

@@ -20,21 +20,27 @@ from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
 
-CSV_COLUMNS = ("name", "family", "accuracy", "params", "flops_per_sample", "latency_p50_ms",
+CSV_COLUMNS = ("name", "family", "params", "flops_per_sample", "latency_p50_ms",
                "latency_p99_ms", "throughput_per_s", "energy_per_inference_j", "energy_source",
                "peak_rss_mib", "pareto_latency", "pareto_energy")
 
 
+def format_score(metric: str, value: float) -> str:
+    """Accuracy as a percentage; error metrics (MPJPE in mm) as they are."""
+    return f"{value * 100:.2f}%" if metric == "accuracy" else f"{value:.1f}"
+
+
 def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
+    metric = result["metric"]
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
                   title_style="bold")
-    for col in ("", "model", "accuracy", "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
+    for col in ("", "model", metric, "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
         table.add_column(col, justify="left" if col in ("", "model") else "right")
     for r in result["rows"]:
         mark = ("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
         energy = r["energy_per_inference_j"]
-        table.add_row(mark, r["name"], f"{r['accuracy'] * 100:.2f}%", f"{r['params']:,}",
+        table.add_row(mark, r["name"], format_score(metric, r[metric]), f"{r['params']:,}",
                       f"{r['flops_per_sample'] / 1e6:.3f}", f"{r['latency_p50_ms']:.3f}",
                       f"{r['latency_p99_ms']:.3f}", f"{r['throughput_per_s']:.0f}",
                       "-" if math.isnan(energy) else f"{energy * 1e3:.4f}")
@@ -43,7 +49,8 @@ def render_compare(result: dict[str, Any]) -> Table:
 
 def to_csv(result: dict[str, Any]) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS, extrasaction="ignore")
+    columns = (*CSV_COLUMNS[:2], result["metric"], *CSV_COLUMNS[2:])
+    writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result["rows"])
     return buf.getvalue()
@@ -64,12 +71,13 @@ def to_csv(result: dict[str, Any]) -> str:
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, data: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None) -> None:
-    """Compare NAMES (registry entries or ENTRY:VARIANT) on accuracy, latency and energy."""
+    """Compare NAMES (registry entries or ENTRY:VARIANT) on their task metric, latency and energy."""
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy)
     result = run_compare(list(names), settings, data=data, progress=True)
     console.print(render_compare(result))
-    console.print("* on the accuracy-latency frontier, † on the accuracy-energy frontier; energy: "
+    metric = result["metric"] + ("" if result["higher_is_better"] else " (lower is better)")
+    console.print(f"* on the {metric}-latency frontier, † on the {metric}-energy frontier; energy: "
                   + escape(", ".join(result["energy_sources"])))
     if csv_path:
         atomic_write_text(csv_path, to_csv(result))

@@ -1,4 +1,4 @@
-"""Accuracy against latency and against energy, with the Pareto frontier drawn."""
+"""The task metric against latency and against energy, with the Pareto frontier drawn."""
 from __future__ import annotations
 
 import io
@@ -17,6 +17,9 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
+    metric = result["metric"]
+    scale_y, unit = (100.0, " (%)") if metric == "accuracy" else (1.0, "")
+    sign = 1.0 if result["higher_is_better"] else -1.0
     panels = [("latency_p50_ms", "median latency (ms)", "pareto_latency")]
     if any(not math.isnan(r["energy_per_inference_j"]) for r in rows):
         energy_label = "energy per inference (mJ, " + ", ".join(result["energy_sources"]) + ")"
@@ -25,19 +28,20 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
     for ax, (key, label, flag) in zip(axes[0], panels):
         scale = 1e3 if key.startswith("energy") else 1.0
         xs = [r[key] * scale for r in rows]
-        ys = [r["accuracy"] * 100 for r in rows]
+        ys = [r[metric] * scale_y for r in rows]
         colors = ["tab:red" if r[flag] else "tab:blue" for r in rows]
         ax.scatter(xs, ys, c=colors, zorder=3)
         for r, x, y in zip(rows, xs, ys):
             ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
-        front = frontier(ys, xs)
+        front = frontier([sign * y for y in ys], xs)
         if front:
             fx, fy = zip(*front)
+            fy = [sign * y for y in fy]
             ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, label="Pareto frontier")
-            ax.legend(loc="lower right")
+            ax.legend(loc="lower right" if sign > 0 else "upper right")
         ax.set_xscale("log")
         ax.set_xlabel(label)
-        ax.set_ylabel(f"{rows[0]['metric']} on {rows[0]['dataset']} (%)")
+        ax.set_ylabel(f"{metric} on {rows[0]['dataset']}{unit}")
         ax.grid(True, which="both", alpha=0.3)
     device = result["device"]
     fig.suptitle(f"{device['display_name']} · backend {result['backend']}")

@@ -1,4 +1,4 @@
-"""Compare models: accuracy on their dataset beside the profiler's efficiency figures.
+"""Compare models: their task metric (accuracy, MPJPE) on their dataset beside the profiler's efficiency figures.
 
 Each NAME is trained once per config and dataset (a cached checkpoint), evaluated on the test
 split, then profiled with the same settings; rows on the accuracy-latency and accuracy-energy
@@ -18,7 +18,7 @@ from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.registry import split_name
-from edgekit.training import evaluate
+from edgekit.training import evaluate_entry
 
 
 def _row(name: str, settings: ProfileSettings, data: str | Path | None,
@@ -27,14 +27,14 @@ def _row(name: str, settings: ProfileSettings, data: str | Path | None,
     dataset = load_dataset(entry.task, data)
     ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
     model, _ = load_checkpoint(ckpt_path)
-    accuracy = evaluate(model, dataset.x_test, dataset.y_test)
+    score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
     report = profile(str(ckpt_path), settings, progress=progress)
     energy = report["energy"]
     return {
         "name": name,
         "family": entry.family,
         "metric": entry.task.metric,
-        "accuracy": accuracy,
+        entry.task.metric: score,
         "dataset": dataset.name,
         "params": report["compute"]["params"],
         "flops_per_sample": report["compute"]["flops_per_sample"],
@@ -56,13 +56,20 @@ def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
         raise UsageError("compare needs at least one model name")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
-    for name in names:
-        split_name(name)  # fail on a bad name before any training starts
+    tasks = {name: split_name(name)[0].task for name in names}  # bad names fail before training
+    metrics = {(t.dataset, t.metric) for t in tasks.values()}
+    if len(metrics) > 1:
+        listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())
+        raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
+                         hint="compare the models of each task separately")
+    task = next(iter(tasks.values()))
     rows = [_row(n, settings, data, progress) for n in names]
-    acc = [r["accuracy"] for r in rows]
+    sign = 1.0 if task.higher_is_better else -1.0
+    quality = [sign * r[task.metric] for r in rows]
     for flag, key in (("pareto_latency", "latency_p50_ms"), ("pareto_energy", "energy_per_inference_j")):
-        for row, on_front in zip(rows, pareto_mask(acc, [r[key] for r in rows])):
+        for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows])):
             row[flag] = on_front
     sources = sorted({r["energy_source"] for r in rows})
     return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": settings.backend,
+            "metric": task.metric, "higher_is_better": task.higher_is_better,
             "energy_sources": sources}
