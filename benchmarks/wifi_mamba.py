@@ -20,11 +20,11 @@ import numpy as np
 import torch
 from common import markdown_table, median, write_result
 
-from edgekit.models.wifi_mamba import build_model
+from edgekit.registry import create_model
 
 LENGTHS = [20, 50, 100, 200, 500, 1000, 2000]
 QUICK_LENGTHS = [20, 100, 500, 2000]
-MODELS = ["wifi-mamba:cpu", "wifi-petr:cpu"]
+MODELS = ["wifi-mamba", "wifi-petr"]
 
 
 def exponent(lengths: list[int], ms: list[float], min_len: int = 0) -> float:
@@ -44,7 +44,7 @@ def main() -> None:
     lengths = QUICK_LENGTHS if args.quick else LENGTHS
     started = time.perf_counter()
     torch.manual_seed(0)
-    models = {n: build_model(n).eval() for n in MODELS}
+    models = {n: create_model(n).eval() for n in MODELS}
     cases = [(n, length) for n in MODELS for length in lengths]
     inputs = {length: torch.randn(1, 2, 270, length) for length in lengths}
     times: dict[tuple[str, int], list[float]] = {c: [] for c in cases}

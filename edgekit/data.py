@@ -6,6 +6,7 @@ optionally ``x_test``/``y_test``); it is loaded with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import zipfile
 from dataclasses import dataclass
@@ -60,7 +61,15 @@ def _digits(task: TaskSpec) -> Dataset:
     return Dataset("digits", x_train, y_train, x_test, y_test, _digest(x, y))
 
 
-_BUILTIN = {"digits": _digits}
+@functools.cache
+def _wifi_pose(task: TaskSpec) -> Dataset:
+    """Simulated once per process (about 20 s): compare loads it for every model it scores."""
+    from edgekit.wifi.dataset import load_wifi_pose  # the simulator loads only when asked for
+
+    return load_wifi_pose(task)
+
+
+_BUILTIN = {"digits": _digits, "wifi-pose-sim": _wifi_pose}
 
 
 def _check_arrays(x: np.ndarray, y: np.ndarray, task: TaskSpec, where: str) -> None:
@@ -83,6 +92,10 @@ def _check_arrays(x: np.ndarray, y: np.ndarray, task: TaskSpec, where: str) -> N
 def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
     """Load a user's ``.npz`` (``x``, ``y``, optional ``x_test``, ``y_test``) for ``task``."""
     path = Path(path)
+    if task.num_classes == 0:
+        raise UsageError(f"{path}: .npz data holds classification labels, but models of "
+                         f"'{task.dataset}' are scored by {task.metric}",
+                         hint="train and compare them on their built-in dataset (no --data)")
     if not path.is_file():
         raise UsageError(f"data file {path} does not exist")
     try:

@@ -18,11 +18,13 @@ from edgekit.targets import load_model_source
 
 @pytest.mark.parametrize("name", all_names())
 def test_every_model_exports_and_validates(name, tmp_path):
-    result = export_onnx(load_model_source(name), tmp_path / "art")
+    source = load_model_source(name)
+    result = export_onnx(source, tmp_path / "art")
     art = load_artifact(tmp_path / "art")
     assert result.validation.passed and art.manifest["validation"]["passed"]
     assert art.manifest["source"]["name"] == name
-    assert art.manifest["inputs"][0]["shape"] == [1, 1, 8, 8]
+    assert art.manifest["inputs"][0]["shape"] == [1, *source.entry.task.input_shape]
+    assert [o["name"] for o in art.manifest["outputs"]] == list(source.entry.task.output_names)
     assert art.manifest["flops_per_sample"] > 0
     assert sorted(os.listdir(tmp_path)) == ["art"]  # no staging folder left behind
 

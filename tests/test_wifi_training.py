@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from edgekit.models.wifi_mamba import build_model
+from edgekit.registry import create_model, get_entry
 from edgekit.wifi.loss import set_loss
 from edgekit.wifi.simulator import simulate_dataset
 from edgekit.wifi.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
@@ -33,7 +33,7 @@ def test_set_loss_is_permutation_invariant_and_zero_pose_error_when_exact():
 def test_training_steps_and_streaming_evaluation():
     split = PoseSplit.from_data(simulate_dataset(3, 5, seed=0))
     for name in ("wifi-mamba", "wifi-petr"):
-        model = build_model(name)
+        model = create_model(name)
         steps, loss = train_pose_model(model, split, seconds=60, batch=4, window=2, max_steps=3)
         assert steps == 3 and loss == loss
         preds = predict(model, split)
@@ -45,7 +45,6 @@ def test_training_steps_and_streaming_evaluation():
 def test_pose_dataset_and_entry_hooks():
     import numpy as np
 
-    from edgekit.models.wifi_mamba.entries import entry
     from edgekit.wifi.dataset import evaluate_dataset, load_wifi_pose, to_split, train_entry
 
     data = load_wifi_pose(train_sequences=3, test_sequences=3)
@@ -53,6 +52,6 @@ def test_pose_dataset_and_entry_hooks():
     split = to_split(data.x_train, data.y_train)
     assert list(split.n_persons[::8]) == [1, 2, 3] and list(split.sequence[::8]) == [0, 1, 2]
     assert np.isnan(data.y_train[0, 1:]).all() and not np.isnan(data.y_train[16]).any()
-    result = train_entry(entry("wifi-petr"), data, epochs=1)
+    result = train_entry(get_entry("wifi-petr"), data, epochs=1)
     assert result.metric == "mpjpe_mm" and result.value > 0
     assert evaluate_dataset(result.model, data.x_test, data.y_test) == result.value

@@ -3,8 +3,7 @@
 Fits the existing ``Dataset`` without new fields: ``x`` is preprocessed CSI ``(F, 2, 270, 20)``;
 ``y`` holds keypoints ``(F, 3, 14, 3)`` in metres with NaN rows for absent persons (so the person
 count is implied), and frames come in sequences of ``FRAMES_PER_SEQUENCE`` consecutive frames.
-``train_entry`` and ``evaluate_dataset`` have the signatures ``edgekit.training`` would call
-through the hooks proposed in the report.
+``train_entry`` and ``evaluate_dataset`` are the entries' ``trainer`` and ``evaluator`` hooks.
 """
 from __future__ import annotations
 

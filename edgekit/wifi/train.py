@@ -138,7 +138,7 @@ def evaluate_pose_model(model: nn.Module, split: PoseSplit, memory: bool = True)
 def run(seconds: float = 150.0, train_sequences: int = 300, test_sequences: int = 60,
         frames: int = 8, seed: int = 0) -> dict[str, Any]:
     """Simulate, train both CPU-sized models for ``seconds`` each, score on held-out sequences."""
-    from edgekit.models.wifi_mamba import build_model
+    from edgekit.registry import create_model
 
     t0 = time.perf_counter()
     train = PoseSplit.from_data(simulate_dataset(train_sequences, frames, seed=seed))
@@ -152,9 +152,9 @@ def run(seconds: float = 150.0, train_sequences: int = 300, test_sequences: int 
                                               test.keypoints, test.n_persons),
         "models": {},
     }
-    for name in ("wifi-mamba:cpu", "wifi-petr:cpu"):
+    for name in ("wifi-mamba", "wifi-petr"):
         torch.manual_seed(seed)
-        model = build_model(name)
+        model = create_model(name)
         started = time.perf_counter()
         steps, loss = train_pose_model(model, train, seconds=seconds, seed=seed)
         res = {"params": sum(p.numel() for p in model.parameters()), "steps": steps,
