@@ -39,6 +39,29 @@ def test_unknown_device_lists_valid_names(tmp_path):
     assert_one_line_error(proc, 2, "unknown device profile", "jetson-orin-nano-8gb")
 
 
+def test_neuromorphic_profile_shows_its_costs_and_is_no_profiling_target(tmp_path):
+    shown = run("devices", "--show", "loihi")
+    assert shown.returncode == 0, shown.stderr
+    assert "energy.synaptic_op_pj" in shown.stdout and "23.6 pJ per event" in shown.stdout
+    assert shown.stdout.count("Table 2") >= 6  # every cost cites its source
+    proc = run("profile", "mlp", "--device", "loihi", cwd=tmp_path)
+    assert_one_line_error(proc, 2, "neuromorphic cost table", "edgekit simulate MODEL --chip loihi")
+    assert os.listdir(tmp_path) == []
+
+
+def test_compare_refuses_models_of_different_tasks(tmp_path):
+    proc = run("compare", "mlp", "wifi-mamba", env_home=tmp_path)
+    assert_one_line_error(proc, 2, "one dataset and metric", "mlp: accuracy on digits",
+                          "wifi-mamba: mpjpe_mm on wifi-pose-sim")
+    assert not (tmp_path / "checkpoints").exists()  # refused before any training
+
+
+def test_pose_models_refuse_classification_npz(tmp_path):
+    np.savez(tmp_path / "d.npz", x=np.zeros((20, 2, 270, 20), np.float32), y=np.zeros(20, np.int64))
+    proc = run("train", "wifi-petr", "--data", str(tmp_path / "d.npz"), cwd=tmp_path)
+    assert_one_line_error(proc, 2, "scored by mpjpe_mm", "built-in dataset")
+
+
 def test_missing_and_corrupt_onnx(tmp_path):
     assert_one_line_error(run("profile", str(tmp_path / "x.onnx"), "--backend", "onnxruntime"),
                           2, "does not exist")

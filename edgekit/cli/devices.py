@@ -90,6 +90,13 @@ def _optional(value: Any, unit: str) -> str:
 
 def _details(profile: DeviceProfile) -> list[tuple[str, str, str]]:
     """(field, value, source) rows; the field is the TOML key its source is filed under."""
+    if profile.kind == "neuromorphic":  # a cost table: pJ per event, nothing to run on
+        rows = [("name", profile.name), ("display name", profile.display_name),
+                ("kind", f"{profile.kind} ({profile.arch})"),
+                *((f"energy.{event}_pj", f"{joules * 1e12:g} pJ per event")
+                  for event, joules in profile.energy_per_event_j.items()),
+                ("file", str(profile.path))]
+        return [(field, value, profile.sources.get(field, "")) for field, value in rows]
     modes = ", ".join(f"{m.name} {m.watts:g} W" for m in profile.power_modes)
     rows = [
         ("name", profile.name), ("display name", profile.display_name),

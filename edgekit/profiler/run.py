@@ -226,7 +226,14 @@ def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path
 
 
 def resolve_device(device: str | None) -> DeviceProfile:
-    return load_profile(device) if device else detect_profile()
+    """The profile to measure against; a neuromorphic cost table is not a device to run on."""
+    profile = load_profile(device) if device else detect_profile()
+    if profile.kind == "neuromorphic":
+        raise UsageError(f"{profile.name} is a neuromorphic cost table, not a device edgekit "
+                         f"can run a model on",
+                         hint=f"price a spiking net's events with 'edgekit simulate MODEL "
+                              f"--chip {profile.name}'")
+    return profile
 
 
 class _NoProgress:

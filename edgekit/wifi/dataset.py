@@ -10,11 +10,18 @@ from __future__ import annotations
 import hashlib
 import time
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 from torch import nn
 
 from edgekit.wifi.csi import preprocess
 from edgekit.wifi.simulator import PoseData, simulate_dataset
+
+if TYPE_CHECKING:
+    from edgekit.data import Dataset
+    from edgekit.registry import ModelEntry
+    from edgekit.training import TrainResult
 
 FRAMES_PER_SEQUENCE = 8
 DATASET_NAME = "wifi-pose-sim"
@@ -27,8 +34,8 @@ def _labels(data: PoseData) -> np.ndarray:
     return y
 
 
-def load_wifi_pose(task=None, train_sequences: int = 300, test_sequences: int = 60,
-                   seed: int = 0):
+def load_wifi_pose(task: object = None, train_sequences: int = 300, test_sequences: int = 60,
+                   seed: int = 0) -> Dataset:
     """Held-out sequences use other people and motions (another seed) in the same room."""
     from edgekit.data import Dataset
 
@@ -57,9 +64,11 @@ def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
     return evaluate_pose_model(model, to_split(x, y))["all"]["mpjpe_mm"]
 
 
-def train_entry(entry, dataset, variant=None, epochs=None, seed=0, progress=True, model=None):
+def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
+                epochs: int | None = None, seed: int = 0, progress: bool = True,
+                model: nn.Module | None = None) -> TrainResult:
     """``edgekit.training.train``'s signature: an epoch is one pass worth of windows."""
-    from edgekit.training import TrainResult
+    from edgekit.training import TrainResult, _progress
     from edgekit.wifi.train import _windows, train_pose_model
 
     settings = entry.train
@@ -68,8 +77,10 @@ def train_entry(entry, dataset, variant=None, epochs=None, seed=0, progress=True
     split = to_split(dataset.x_train, dataset.y_train)
     steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)
     started = time.perf_counter()
-    _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
-                               lr=settings.lr, seed=seed, max_steps=steps)
+    label = f"training {entry.name}{':' + variant if variant else ''} ({steps} steps)"
+    with _progress(progress, label, steps) as advance:
+        _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
+                                   lr=settings.lr, seed=seed, max_steps=steps, on_step=advance)
     value = evaluate_dataset(model, dataset.x_test, dataset.y_test)
     return TrainResult(model.eval(), entry.task.metric, value, epochs,
                        time.perf_counter() - started, loss)

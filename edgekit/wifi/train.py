@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,8 +71,11 @@ def input_stats(split: PoseSplit) -> tuple[torch.Tensor, torch.Tensor]:
 
 def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
                      batch: int = 16, window: int = 4, lr: float = 2e-3, seed: int = 0,
-                     max_steps: int | None = None) -> tuple[int, float]:
-    """AdamW with a time-based cosine schedule; returns (steps, final loss)."""
+                     max_steps: int | None = None,
+                     on_step: Callable[[float], None] | None = None) -> tuple[int, float]:
+    """AdamW with a time-based cosine schedule; returns (steps, final loss).
+
+    ``on_step(loss)`` is called after every step (a progress bar)."""
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.head.set_mean_pose(mean_pose(split))
@@ -106,6 +110,8 @@ def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
         opt.step()
         steps += 1
         loss_value = float(loss.detach())
+        if on_step is not None:
+            on_step(loss_value)
     return steps, loss_value
 
 
