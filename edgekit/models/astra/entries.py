@@ -34,7 +34,7 @@ register_model(ModelEntry(
                  "edgekit.models.astra.build_paper_model('vit-s'|'vit-b'|'gpt2')"),
     variants=VARIANTS,
     paper=PAPER,
-    export=ExportSettings(),
+    export=ExportSettings(dynamo=False),  # the TorchScript exporter is 3x faster here
     train=TrainSettings(epochs=30, batch_size=64, lr=3e-3, weight_decay=0.05),
     trainer=train_astra,
 ))
