@@ -217,10 +217,11 @@ def test_token_shards_are_contiguous_and_balanced():
 def test_paper_configs_have_the_papers_parameter_counts():
     with torch.device("meta"):
         vit_b, gpt2, vit_s = (build_paper_model(n) for n in ("vit-b", "gpt2", "vit-s"))
-    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
-    assert count(vit_b) == PAPER_PARAMS["vit-b"] and count(vit_b) / 1e6 == pytest.approx(86.6, abs=0.05)
-    assert count(gpt2) == PAPER_PARAMS["gpt2"] and count(gpt2) / 1e6 == pytest.approx(124.4, abs=0.05)
-    assert vit_s.config.num_tokens == 1024 and count(vit_s) / 1e6 == pytest.approx(22.4, abs=0.05)
+    vit_b_params, gpt2_params, vit_s_params = (sum(p.numel() for p in m.parameters())
+                                               for m in (vit_b, gpt2, vit_s))
+    assert vit_b_params == PAPER_PARAMS["vit-b"] == pytest.approx(86.6e6, abs=5e4)
+    assert gpt2_params == PAPER_PARAMS["gpt2"] == pytest.approx(124.4e6, abs=5e4)
+    assert vit_s.config.num_tokens == 1024 and vit_s_params / 1e6 == pytest.approx(22.4, abs=0.05)
     assert vit_b.blocks[0].vq.bits_per_token == 320
     assert 768 * 32 / vit_b.blocks[0].vq.bits_per_token == pytest.approx(76.8)  # paper, G=32
     assert 768 * 32 / GroupedVQ(768, 1).bits_per_token == pytest.approx(2457.6)  # paper, G=1
@@ -240,7 +241,7 @@ def test_bad_inputs_are_one_line_usage_errors(digits_model, images):
     _one_line(e)
     with pytest.raises(UsageError, match="world size 5 exceeds the 4 tokens"):
         token_shards(4, 5)
-    with pytest.raises(UsageError, match=r"expects images of shape \[B, 1, 8, 8\], got \[2, 1, 16, 16\]") as e:
+    with pytest.raises(UsageError, match=r"shape \[B, 1, 8, 8\], got \[2, 1, 16, 16\]") as e:
         digits_model(torch.rand(2, 1, 16, 16))
     _one_line(e)
     with pytest.raises(UsageError, match="needs a model with VQ codebooks"):
