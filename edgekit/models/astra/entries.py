@@ -11,7 +11,7 @@ DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), nu
 DIGITS_CONFIG = {
     "image_size": 8, "patch_size": 2, "in_chans": 1, "num_classes": 10, "dim": 64, "depth": 4,
     "heads": 4, "mlp_ratio": 4.0, "groups": 16, "codes": 1024, "decay": 0.99, "partitions": 2,
-    "noise_scale": 1.0, "beta": 2e-4, "finetune_epochs": 4,
+    "noise_scale": 1.0, "beta": 2e-4, "finetune_epochs": 12,
 }
 
 # VQ group counts of the paper's sweep and the unpartitioned baseline. NAVQ lambda and the rank

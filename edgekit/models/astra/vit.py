@@ -94,7 +94,7 @@ class AstraConfig:
     partitions: int = 2  # N, ranks that forward() simulates; 1 = unpartitioned
     noise_scale: float = 1.0  # NAVQ lambda during ASTRA fine-tuning (0 = plain VQ)
     beta: float = 2e-4  # commitment loss weight during fine-tuning
-    finetune_epochs: int = 4  # ASTRA fine-tuning epochs after plain pre-training
+    finetune_epochs: int = 12  # ASTRA fine-tuning epochs after plain pre-training
 
     @property
     def num_tokens(self) -> int:

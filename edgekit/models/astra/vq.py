@@ -53,7 +53,8 @@ class GroupedVQ(nn.Module):
         lead = x.shape[:-1]
         xg = x.reshape(-1, self.groups, self.group_dim).transpose(0, 1)  # [G, N, d]
         # ||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2; ||x||^2 does not change the argmin.
-        dist = (self.codebook ** 2).sum(-1).unsqueeze(1) - 2 * xg @ self.codebook.transpose(1, 2)
+        dist = torch.baddbmm((self.codebook ** 2).sum(-1).unsqueeze(1), xg,
+                             self.codebook.transpose(1, 2), alpha=-2)  # [G, N, K]
         return dist.argmin(-1).transpose(0, 1).reshape(*lead, self.groups)  # [..., G]
 
     def decode(self, idx: torch.Tensor) -> torch.Tensor:
