@@ -241,6 +241,8 @@ def test_bad_inputs_are_one_line_usage_errors(digits_model, images):
     _one_line(e)
     with pytest.raises(UsageError, match="world size 5 exceeds the 4 tokens"):
         token_shards(4, 5)
+    with pytest.raises(UsageError, match="world size 0 must be at least 1"):
+        create_model("astra-vit", partitions=0)
     with pytest.raises(UsageError, match=r"shape \[B, 1, 8, 8\], got \[2, 1, 16, 16\]") as e:
         digits_model(torch.rand(2, 1, 16, 16))
     _one_line(e)

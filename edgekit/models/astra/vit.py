@@ -109,7 +109,7 @@ class AstraViT(nn.Module):
         cfg = AstraConfig(**config)
         if cfg.patch_size < 1 or cfg.image_size % cfg.patch_size:
             raise UsageError(f"patch_size={cfg.patch_size} must divide image_size={cfg.image_size}")
-        token_shards(cfg.num_tokens, max(1, cfg.partitions))  # fail early on too many ranks
+        token_shards(cfg.num_tokens, cfg.partitions)  # fail early on a bad rank count
         self.config = cfg
         D = cfg.dim
         self.patch_embed = nn.Conv2d(cfg.in_chans, D, cfg.patch_size, cfg.patch_size)
