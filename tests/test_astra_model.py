@@ -1,7 +1,10 @@
 """ASTRA model: grouped VQ, partitioned blocks, the partitioned-forward oracle, paper configs."""
 from __future__ import annotations
 
+import contextlib
+import io
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -270,3 +273,29 @@ def test_trainer_pretrains_then_finetunes_through_the_vq():
         expected = (model(x).argmax(-1).numpy() == small.y_test).mean()
     assert result.value == pytest.approx(float(expected))
     assert np.isfinite(result.value)
+
+
+class _Encoder(torch.nn.Module):
+    def __init__(self, vq: GroupedVQ) -> None:
+        super().__init__()
+        self.vq = vq
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.vq.encode(x)
+
+
+@pytest.mark.parametrize("dynamo", [False, True])
+def test_encoding_exports_to_onnx_as_an_argmin(tmp_path, dynamo):
+    import onnx
+    import onnxruntime as ort
+
+    vq = _vq(dim=64, groups=16, codes=1024).eval()
+    x = torch.randn(2, 8, 64)
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+        torch.onnx.export(_Encoder(vq), (x,), str(tmp_path / "enc.onnx"), dynamo=dynamo,
+                          opset_version=18, input_names=["x"], output_names=["codes"])
+    assert "ArgMin" in {n.op_type for n in onnx.load(str(tmp_path / "enc.onnx")).graph.node}
+    session = ort.InferenceSession(str(tmp_path / "enc.onnx"), providers=["CPUExecutionProvider"])
+    (codes,) = session.run(None, {"x": x.numpy()})
+    np.testing.assert_array_equal(codes, vq.encode(x).numpy())
