@@ -13,7 +13,8 @@ import torch
 from edgekit.data import Dataset, load_dataset
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.models.astra import (AstraBlock, AstraViT, GroupedVQ, PAPER_PARAMS,
-                                  build_paper_model, partitioned_forward, token_shards)
+                                  build_paper_model, partitioned_forward, token_shards,
+                                  with_config)
 from edgekit.registry import create_model, get_entry
 from edgekit.training import train
 
@@ -299,3 +300,15 @@ def test_encoding_exports_to_onnx_as_an_argmin(tmp_path, dynamo):
     session = ort.InferenceSession(str(tmp_path / "enc.onnx"), providers=["CPUExecutionProvider"])
     (codes,) = session.run(None, {"x": x.numpy()})
     np.testing.assert_array_equal(codes, vq.encode(x).numpy())
+
+
+def test_with_config_keeps_the_weights_and_starts_fresh_codebooks(digits_model, images):
+    g4 = with_config(digits_model, groups=4, noise_scale=0.0)
+    assert g4.config.groups == 4 and g4.config.noise_scale == 0.0
+    assert g4.edgekit_cfg["config"]["groups"] == 4
+    assert not bool(g4.blocks[0].vq.seeded) and g4.blocks[0].vq.codebook.shape == (4, 1024, 16)
+    for (name, p), q in zip(digits_model.named_parameters(), g4.parameters()):
+        assert torch.equal(p, q), name
+    with torch.no_grad():
+        torch.testing.assert_close(partitioned_forward(g4, images, 2, "sp"),
+                                   partitioned_forward(digits_model, images, 2, "sp"))
