@@ -134,11 +134,16 @@ def _watch(procs: list[subprocess.Popen], workdir: Path, deadline: float,
         os.set_blocking(procs[0].stdout.fileno(), False)
         sel.register(procs[0].stdout, selectors.EVENT_READ)
     failed_at: float | None = None
+    pending = ""
     while True:
         for key, _ in sel.select(timeout=_POLL_S):
-            text = key.fileobj.read()  # type: ignore[union-attr]
-            if text and echo is not None:
-                for line in text.splitlines():
+            chunk = key.fileobj.read()  # type: ignore[union-attr]
+            if chunk == "":  # end of file: rank 0 has exited
+                sel.unregister(key.fileobj)
+            pending += chunk or ""
+            *lines, pending = pending.split("\n")
+            if echo is not None:
+                for line in lines:
                     echo(line)
         codes = [p.poll() for p in procs]
         if all(c == 0 for c in codes):

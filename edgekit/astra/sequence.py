@@ -15,6 +15,7 @@ import torch
 
 from edgekit.astra.bitpack import index_bits, pack, packed_bytes, unpack
 from edgekit.astra.collectives import Comm
+from edgekit.astra.encode import CodeSearch
 from edgekit.astra.modes import Mode
 from edgekit.errors import UsageError
 from edgekit.models.astra import AstraViT, token_shards
@@ -66,10 +67,11 @@ class Astra(_Sharded):
                              hint="use a config with groups > 0 (--groups)")
         vq = model.blocks[0].vq
         self.groups, self.bits = vq.groups, index_bits(vq.codes)
+        self.search = {id(b): CodeSearch(b.vq) for b in model.blocks}
 
     def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
         batch = len(local)
-        idx = block.vq.encode(local)  # [B, n, G]
+        idx = self.search[id(block)].encode(local)  # [B, n, G]
         sizes = [batch * (s.stop - s.start) * self.groups for s in self.shards]  # indices
         counts = [packed_bytes(n, self.bits) for n in sizes]
         parts = self.comm.all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
