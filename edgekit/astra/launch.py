@@ -107,9 +107,9 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
             env = dict(os.environ, PYTHONPATH=_pythonpath(), RANK=str(rank), LOCAL_RANK=str(rank),
                        WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
                        MASTER_PORT=str(port), OMP_NUM_THREADS=str(spec.threads))
-            log = open(workdir / f"rank{rank}.log", "w")  # noqa: SIM115 - closed with the proc
-            procs.append(subprocess.Popen(argv, env=env, stdout=log if rank else subprocess.PIPE,
-                                          stderr=subprocess.STDOUT, text=True))
+            # rank 0's output is the progress; the others' would only repeat it
+            procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.STDOUT, text=True,
+                                          stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
         limit = deadline_s or _START_GRACE_S + 4 * spec.timeout_s * max(1, len(spec.links))
         try:
             codes = _watch(procs, workdir, time.monotonic() + limit, echo)

@@ -120,26 +120,31 @@ def _run_mode(spec: RunSpec, mode: Any, comm: Comm, tokens: torch.Tensor,
     return run
 
 
+_PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe",
+              "connection refused", "socket closed")
+
+
 def describe_error(exc: BaseException, timeout_s: float) -> tuple[str, bool]:
     """One line for ``exc``, and whether it is only a symptom of a peer's failure."""
     text = " ".join(str(exc).split())
     lowered = text.lower()
     if "timed out" in lowered or "timeout" in lowered:
-        return (f"timed out after {timeout_s:g} s waiting for a peer "
-                f"({type(exc).__name__}: {text[:160]})", True)
-    if any(s in lowered for s in ("connection closed", "connection reset", "broken pipe",
-                                  "connection refused", "socket")):
-        return f"lost connection to a peer ({type(exc).__name__}: {text[:160]})", True
+        return f"timed out after {timeout_s:g} s waiting for a peer ({type(exc).__name__})", True
+    lost = next((s for s in _PEER_LOST if s in lowered), None)
+    if lost is not None:
+        return f"lost connection to a peer ({type(exc).__name__}: {lost})", True
     return f"{type(exc).__name__}: {text[:240]}", False
 
 
 def _fail(rank: str, workdir: str | None, exc: BaseException, timeout_s: float) -> None:
+    """The launcher reads the line from WORKDIR; under torchrun it goes to stderr."""
     line, peer = describe_error(exc, timeout_s)
-    if workdir is not None:
-        (Path(workdir) / f"rank{rank}.error").write_text(line + "\n")
-        if peer:
-            (Path(workdir) / f"rank{rank}.peer").write_text("")
-    click.echo(f"edgekit astra worker: rank {rank}: {line}", err=True)
+    if workdir is None:
+        click.echo(f"edgekit astra worker: rank {rank}: {line}", err=True)
+        return
+    (Path(workdir) / f"rank{rank}.error").write_text(line + "\n")
+    if peer:
+        (Path(workdir) / f"rank{rank}.peer").write_text("")
 
 
 @click.command()

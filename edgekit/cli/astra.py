@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from edgekit.astra.bench import MULTI_MODES, run_bench
@@ -31,7 +32,7 @@ def astra() -> None:
 
 
 def _progress(line: str) -> None:
-    err_console.print(f"[dim]{line}[/dim]")
+    err_console.print(f"[dim]{escape(line)}[/dim]")
 
 
 def validate(spec: RunSpec, world_size: int) -> None:
