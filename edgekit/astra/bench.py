@@ -1,11 +1,12 @@
 """Latency of every mode at several emulated bandwidths, against the single device.
 
-One launch runs the single device (one process), one runs all multi-rank modes in one process
-group (so start-up is paid once), and one more runs ASTRA at each extra VQ group count. Each
-case is timed ``reps`` times at most and stops after ``budget_s`` (at least one rep): cases
-dominated by emulated wire time (full-precision exchanges at 10 Mbps) take one or two reps.
-The analytic model (``latency_model``) is calibrated on the single-device run, compared with
-every measured case and projected to 4 and 8 devices.
+The single device runs in one process before and after the multi-rank modes (its reps pooled,
+so slow drift in the machine's load hits both sides); all multi-rank modes, ASTRA at the extra
+VQ group counts included, run in one process group (start-up paid once), their cases interleaved
+round by round. Each case is timed ``reps`` times at most and sits out later rounds once it has
+used ``budget_s`` (at least one rep): cases dominated by emulated wire time (full-precision
+exchanges at 10 Mbps) get one or two reps. The analytic model (``latency_model``) is calibrated
+on the single-device run, compared with every measured case and projected to 4 and 8 devices.
 """
 from __future__ import annotations
 
@@ -37,12 +38,11 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
               "budget_s": budget_s, "latency_ms": latency_ms, "loss": loss,
               "timeout_s": timeout_s}
     load_before = os.getloadavg()
-    single = launch(RunSpec(modes=("single",), **common), 1, echo=echo)
-    multi = launch(RunSpec(modes=MULTI_MODES, bandwidths=bandwidths, **common), world_size,
-                   echo=echo)
-    extras = {f"astra-g{g}": launch(RunSpec(modes=("astra",), bandwidths=bandwidths, groups=g,
-                                             **common), world_size, echo=echo)
-              for g in extra_groups}
+    single_spec = RunSpec(modes=("single",), **common)
+    single = launch(single_spec, 1, echo=echo)
+    multi = launch(RunSpec(modes=MULTI_MODES, bandwidths=bandwidths, astra_groups=extra_groups,
+                           **common), world_size, echo=echo)
+    _merge_single(single, launch(single_spec, 1, echo=echo))  # before and after: same drift
     load_after = os.getloadavg()
 
     workload = Workload.from_result(multi)
@@ -51,10 +51,8 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
     measured = {"single": {"unshaped": summarise(single)["single"][0]}}
     for name, cases in summarise(multi).items():
         measured[name] = {c["bandwidth"]: c for c in cases}
-    groups_of = {name: multi["groups"] for name in measured}
-    for name, result in extras.items():
-        measured[name] = {c["bandwidth"]: c for c in summarise(result)["astra"]}
-        groups_of[name] = result["groups"]
+    groups_of = {name: int(name[len("astra-g"):]) if name.startswith("astra-g")
+                 else multi["groups"] for name in measured}
 
     checks = _check_model(measured, workload, groups_of, world_size, rate, latency_ms, loss)
     return {
@@ -64,7 +62,8 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
         "emulation": [LinkSpec(parse_bandwidth(b), latency_ms / 1e3, loss).describe()
                       for b in bandwidths],
         "load_average": {"before": list(load_before), "after": list(load_after),
-                         "workers": {"single": single["load_average"],
+                         "workers": {"single": [single["load_average"],
+                                                single["load_average_after"]],
                                      "multi": multi["load_average"]}},
         "rate_gflops": rate / 1e9,
         "measured": measured,
@@ -73,6 +72,14 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
         "model_check": checks,
         "projection": _project(workload, groups_of, bandwidths, rate, latency_ms, loss),
     }
+
+
+def _merge_single(first: dict[str, Any], second: dict[str, Any]) -> None:
+    """Pool the single-device reps run before and after the multi-rank modes."""
+    a, b = first["modes"]["single"]["cases"][0], second["modes"]["single"]["cases"][0]
+    a["latency_s"] += b["latency_s"]
+    a["ranks"] += b["ranks"]
+    first["load_average_after"] = second["load_average"]
 
 
 def _mode_and_workload(name: str, w: Workload, groups: int) -> tuple[str, Workload]:

@@ -98,7 +98,7 @@ class Comm:
 
         Chunks are padded to the largest for the exchange; only real rows are counted as sent.
         """
-        row_bytes = local[:1].numel() * local.element_size() if local.dim() else local.element_size()
+        row_bytes = local[:1].numel() * local.element_size()  # one row of dim 0
         width = max(counts)
         padded = local
         if local.shape[0] < width:

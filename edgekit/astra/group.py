@@ -47,7 +47,8 @@ def parse_fault(text: str | None, world_size: int) -> Fault | None:
         return None
     rank_text, _, kind = text.partition(":")
     if not rank_text.isdigit() or kind not in FAULTS:
-        raise UsageError(f"bad --fault '{text}'", hint=f"RANK:KIND with KIND in {', '.join(FAULTS)}")
+        raise UsageError(f"bad --fault '{text}'",
+                         hint=f"RANK:KIND with KIND in {', '.join(FAULTS)}")
     if int(rank_text) >= world_size:
         raise UsageError(f"--fault rank {rank_text} is not below the world size {world_size}")
     return Fault(int(rank_text), kind)

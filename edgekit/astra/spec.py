@@ -30,6 +30,7 @@ class RunSpec:
     fault: str | None = None  # "RANK:crash|kill|hang"
     seed: int = 0
     bp_blocks: int = 4
+    astra_groups: tuple[int, ...] = ()  # also run ASTRA at these VQ group counts (astra-gG)
     keep_logits: bool = False
     links: tuple[LinkSpec, ...] = field(init=False)
 
@@ -59,6 +60,8 @@ class RunSpec:
             args += ["--mode", mode]
         for bandwidth in self.bandwidths:
             args += ["--bandwidth", bandwidth]
+        for groups in self.astra_groups:
+            args += ["--astra-groups", str(groups)]
         for name, value in (("--tokens", self.tokens), ("--groups", self.groups),
                             ("--fault", self.fault)):
             if value is not None:
@@ -106,6 +109,8 @@ def spec_options(f):  # noqa: ANN001, ANN201 - click decorator stack
                      help="Seed of the (untrained) weights and inputs."),
         click.option("--bp-blocks", type=int, default=4, show_default=True,
                      help="Nb, BP blocks of the block-parallel modes."),
+        click.option("--astra-groups", type=int, multiple=True,
+                     help="Also run ASTRA at these VQ group counts (modes astra-gG)."),
         click.option("--keep-logits", is_flag=True, help="Put rank 0's logits in the result."),
     ]
     for option in reversed(options):
@@ -119,4 +124,5 @@ def spec_from_options(options: dict) -> RunSpec:
     values = {k: v for k, v in options.items() if k in names}
     values["bandwidths"] = tuple(values.get("bandwidths", ()))
     values["modes"] = tuple(values.get("modes", ()))
+    values["astra_groups"] = tuple(values.get("astra_groups", ()))
     return RunSpec(**values)

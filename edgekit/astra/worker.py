@@ -61,22 +61,56 @@ def _timed_forward(mode: Any, comm: Comm, tokens: torch.Tensor, world: int
     return _gather(record, world), logits
 
 
-def _run_case(spec: RunSpec, mode: Any, comm: Comm, tokens: torch.Tensor, world: int,
-              link: LinkSpec) -> tuple[dict[str, Any], torch.Tensor | None]:
-    comm.set_link(link)
-    reps: list[list[dict[str, Any]]] = []
-    started = time.perf_counter()
-    logits = None
-    while len(reps) < spec.reps and (not reps or time.perf_counter() - started < spec.budget_s):
-        records, logits = _timed_forward(mode, comm, tokens, world)
-        reps.append(records)
-        if comm.rank == 0:
+def _time_cases(spec: RunSpec, modes: list[tuple[Any, torch.Tensor]], comm: Comm,
+                world: int) -> dict[str, dict[str, Any]]:
+    """Time every (mode, link) case once per round, rotating the order between rounds, so a
+    burst of load from other processes spoils one round of every case rather than every round
+    of one case. A case whose timed forwards passed ``budget_s`` sits out later rounds.
+    The decisions use the gathered records, so every rank takes the same ones."""
+    for mode, tokens in modes:
+        comm.set_link(LinkSpec(None))
+        for _ in range(spec.warmup):
+            _timed_forward(mode, comm, tokens, world)
+    cases = [(mode, tokens, link) for mode, tokens in modes for link in spec.links]
+    reps: list[list[list[dict[str, Any]]]] = [[] for _ in cases]
+    spent = [0.0] * len(cases)
+    logits: dict[str, Any] = {}
+    for round_ in range(spec.reps):
+        shift = round_ * len(cases) // spec.reps
+        for i in [*range(shift, len(cases)), *range(shift)]:
+            if round_ and spent[i] >= spec.budget_s:
+                continue
+            mode, tokens, link = cases[i]
+            comm.set_link(link)
+            records, logits[mode.name] = _timed_forward(mode, comm, tokens, world)
+            reps[i].append(records)
             latency = max(r["latency_s"] for r in records)
-            print(f"{mode.name} {link.describe()['bandwidth']}: rep {len(reps)}/{spec.reps} "
-                  f"{latency:.3f} s", flush=True)
-    return {"link": link.describe(),
-            "latency_s": [max(r["latency_s"] for r in records) for records in reps],
-            "ranks": reps}, logits
+            spent[i] += latency
+            if comm.rank == 0:
+                print(f"round {round_ + 1}/{spec.reps} {mode.name} "
+                      f"{link.describe()['bandwidth']}: {latency:.3f} s", flush=True)
+    runs: dict[str, dict[str, Any]] = {mode.name: {"cases": []} for mode, _ in modes}
+    for (mode, _, link), case_reps in zip(cases, reps):
+        runs[mode.name]["cases"].append({
+            "link": link.describe(),
+            "latency_s": [max(r["latency_s"] for r in records) for records in case_reps],
+            "ranks": case_reps})
+    if spec.keep_logits:
+        for name, value in logits.items():
+            if value is not None:
+                runs[name]["logits"] = value.tolist()
+    return runs
+
+
+def _extra_astra(spec: RunSpec, comm: Comm) -> list[tuple[Any, torch.Tensor]]:
+    """ASTRA on the same model at other VQ group counts, named ``astra-gG``."""
+    extra = []
+    for groups in spec.astra_groups:
+        model = build_model(spec.model, spec.seed, spec.tokens, groups)
+        mode = make_mode("astra", model, comm)
+        mode.name = f"astra-g{groups}"
+        extra.append((mode, model.embed(example_images(model, spec.batch, spec.seed))))
+    return extra
 
 
 def run(spec: RunSpec) -> dict[str, Any] | None:
@@ -88,13 +122,13 @@ def run(spec: RunSpec) -> dict[str, Any] | None:
         model = build_model(spec.model, spec.seed, spec.tokens, spec.groups)
         tokens = model.embed(example_images(model, spec.batch, spec.seed))  # [B, T, D]
         comm = Comm(LinkSpec(None), rank, world)
-        modes = [make_mode(name, model, comm, spec.bp_blocks, spec.seed) for name in spec.modes]
+        modes = [(make_mode(name, model, comm, spec.bp_blocks, spec.seed), tokens)
+                 for name in spec.modes]
+        modes += _extra_astra(spec, comm)
         if fault is not None:
             _sync(world)
             fault.fire(rank)
-        runs = {}
-        for mode in modes:
-            runs[mode.name] = _run_mode(spec, mode, comm, tokens, world)
+        runs = _time_cases(spec, modes, comm, world)
     if rank != 0:
         return None
     cfg = model.config
@@ -103,21 +137,6 @@ def run(spec: RunSpec) -> dict[str, Any] | None:
             "dim": cfg.dim, "depth": cfg.depth, "heads": cfg.heads, "groups": cfg.groups,
             "codes": cfg.codes, "bp_blocks": spec.bp_blocks,
             "load_average": list(os.getloadavg()), "modes": runs}
-
-
-def _run_mode(spec: RunSpec, mode: Any, comm: Comm, tokens: torch.Tensor,
-              world: int) -> dict[str, Any]:
-    """Warm up, then time every link case; rank 0's logits of the last forward on request."""
-    for _ in range(spec.warmup):
-        _timed_forward(mode, comm, tokens, world)
-    cases, logits = [], None
-    for link in spec.links:
-        case, logits = _run_case(spec, mode, comm, tokens, world, link)
-        cases.append(case)
-    run: dict[str, Any] = {"cases": cases}
-    if spec.keep_logits and logits is not None:
-        run["logits"] = logits.tolist()
-    return run
 
 
 _PEER_LOST = ("connection closed by peer", "connection reset by peer", "broken pipe",

@@ -41,7 +41,12 @@ def validate(spec: RunSpec, world_size: int) -> None:
 
     if world_size < 1:
         raise UsageError(f"--world-size must be at least 1, got {world_size}")
-    model_config(spec.model, spec.tokens, spec.groups)
+    dim = model_config(spec.model, spec.tokens, spec.groups)["dim"]
+    for groups in (spec.groups, *spec.astra_groups):
+        if groups is not None and (groups < 1 or dim % groups):
+            raise UsageError(f"VQ groups {groups} must be a positive divisor of dim {dim}")
+    if spec.astra_groups and world_size == 1:
+        raise UsageError("--astra-groups needs more than one rank")
     classes = mode_classes()
     for name in spec.modes:
         if classes[name].multi_rank != (world_size > 1):
@@ -121,7 +126,8 @@ def bench(json_path: str | None, **options: Any) -> None:
     for b in options["bandwidths"]:
         parse_bandwidth(b)
     validate(RunSpec(modes=MULTI_MODES, model=options["model"], tokens=options["tokens"],
-                     threads=options["threads"], reps=options["reps"]), options["world_size"])
+                     threads=options["threads"], reps=options["reps"],
+                     astra_groups=options["extra_groups"]), options["world_size"])
     body = run_bench(**options, echo=_progress)
     console.print(render_bench(body))
     for name, t in body["targets"].items():
