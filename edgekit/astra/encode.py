@@ -13,7 +13,7 @@ import torch
 
 from edgekit.models.astra import GroupedVQ
 
-CHUNK_TOKENS = 256  # [256, K=1024] fp32 distances = 1 MiB per group: fits in L2
+CHUNK_TOKENS = 64  # [64, K=1024] fp32 distances = 256 KiB per group: well inside a 1 MiB L2
 
 
 class CodeSearch:
