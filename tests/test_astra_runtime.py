@@ -17,7 +17,8 @@ from edgekit.astra.block_parallel import BlockParallelViT
 from edgekit.astra.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
 from edgekit.astra.encode import CodeSearch
 from edgekit.astra.group import join
-from edgekit.astra.latency_model import Workload, messages
+from edgekit.astra.calibrate import measure_compute
+from edgekit.astra.latency_model import Workload, compute_at, flops_per_rank, messages, predict
 from edgekit.astra.launch import RankFailed, launch
 from edgekit.astra.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
 from edgekit.astra.models import build_model, example_images
@@ -170,3 +171,29 @@ def test_cli_run_reports_a_crashed_rank_in_one_line(tmp_path, single_thread):
     assert last.startswith("edgekit: error: rank 1: RuntimeError: injected fault: rank 1 "
                            "crashed; rank 0: lost connection to a peer (RuntimeError: "), last
     assert not (tmp_path / "r.json").exists()
+
+
+def test_latency_model_arithmetic():
+    w = Workload(tokens=1024, dim=384, depth=12, heads=6, groups=32, codes=1024)
+    # sp at 2 ranks: per block one all-gather step of 512 tokens x 384 x 4 bytes, then the
+    # class-token all-reduce (2 steps of 768 bytes)
+    assert messages("sp", w, 2) == [512 * 384 * 4] * 12 + [768, 768]
+    # astra: 512 tokens x 32 groups x 10 bits = 20480 bytes per block
+    assert messages("astra", w, 2)[:12] == [20480] * 12
+    link = LinkSpec(1e7)
+    p = predict("astra", w, 2, link, compute_s=0.5)
+    assert p["comm_s"] == pytest.approx(sum(message_time(link, b)
+                                            for b in messages("astra", w, 2)))
+    assert p["latency_s"] == pytest.approx(0.5 + p["comm_s"])
+    # 6 heads cannot split over 4 ranks: scaled from N=2 by the FLOP ratio
+    value, source = compute_at("tp", w, 4, {2: 1.0})
+    assert source.startswith("measured at N=2") and value == pytest.approx(
+        flops_per_rank("tp", w, 4) / flops_per_rank("tp", w, 2))
+
+
+def test_loopback_compute_runs_rank_zero_work(single_thread):
+    compute = measure_compute("digits", None, {"single": None, "astra": None, "tp": None},
+                              (2, 8), reps=1)
+    assert set(compute["single"]) == {1} and set(compute["astra"]) == {2, 8}
+    assert set(compute["tp"]) == {2}  # 4 heads do not split over 8 ranks
+    assert all(t > 0 for per_n in compute.values() for t in per_n.values())

@@ -6,7 +6,8 @@ VQ group counts included, run in one process group (start-up paid once), their c
 round by round. Each case is timed ``reps`` times at most and sits out later rounds once it has
 used ``budget_s`` (at least one rep): cases dominated by emulated wire time (full-precision
 exchanges at 10 Mbps) get one or two reps. The analytic model (``latency_model``) is calibrated
-on the single-device run, compared with every measured case and projected to 4 and 8 devices.
+with rank compute measured in this process (``calibrate.measure_compute``, no network) plus the
+modelled wire time, compared with every measured case and projected to 4 and 8 devices.
 """
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
-from edgekit.astra.latency_model import Workload, calibrate_rate, messages, predict
+from edgekit.astra.calibrate import measure_compute
+from edgekit.astra.latency_model import Workload, calibrate_rate, compute_at, messages, predict
 from edgekit.astra.launch import launch
 from edgekit.astra.link import LinkSpec, parse_bandwidth
 from edgekit.astra.report import summarise
@@ -54,7 +56,11 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
     groups_of = {name: int(name[len("astra-g"):]) if name.startswith("astra-g")
                  else multi["groups"] for name in measured}
 
-    checks = _check_model(measured, workload, groups_of, world_size, rate, latency_ms, loss)
+    compute = measure_compute(model, tokens, {name: groups_of[name] if name.startswith("astra-g")
+                                              else None for name in measured},
+                              sorted({world_size, *PROJECT_TO}), threads=threads, echo=echo)
+    links = {b: LinkSpec(parse_bandwidth(b), latency_ms / 1e3, loss) for b in bandwidths}
+    links["unshaped"] = LinkSpec(None, latency_ms / 1e3, loss)
     return {
         "settings": {**common, "bandwidths": list(bandwidths), "world_size": world_size,
                      "extra_groups": list(extra_groups)},
@@ -66,11 +72,12 @@ def run_bench(model: str = "vit-s", tokens: int | None = 1024,
                                                 single["load_average_after"]],
                                      "multi": multi["load_average"]}},
         "rate_gflops": rate / 1e9,
+        "compute_measured_s": {k: {str(n): t for n, t in v.items()} for k, v in compute.items()},
         "measured": measured,
         "ratios": _ratios(measured, bandwidths),
         "targets": _targets(measured),
-        "model_check": checks,
-        "projection": _project(workload, groups_of, bandwidths, rate, latency_ms, loss),
+        "model_check": _check_model(measured, workload, groups_of, world_size, compute, links),
+        "projection": _project(workload, groups_of, bandwidths, compute, links),
     }
 
 
@@ -87,42 +94,47 @@ def _mode_and_workload(name: str, w: Workload, groups: int) -> tuple[str, Worklo
     return mode, Workload(**{**vars(w), "groups": groups})
 
 
-def _check_model(measured: dict, w: Workload, groups_of: dict, n: int, rate: float,
-                 latency_ms: float, loss: float) -> list[dict[str, Any]]:
+def _check_model(measured: dict, w: Workload, groups_of: dict, n: int,
+                 compute: dict[str, dict[int, float]], links: dict[str, LinkSpec]
+                 ) -> list[dict[str, Any]]:
+    """Predicted (measured rank compute + modelled wire time) against every emulated run."""
     rows = []
     for name, cases in measured.items():
         mode, wl = _mode_and_workload(name, w, groups_of[name])
+        ranks = 1 if mode == "single" else n
+        compute_s, source = compute_at(mode, wl, ranks, compute[name])
         for bandwidth, case in cases.items():
-            bps = None if bandwidth == "unshaped" else parse_bandwidth(bandwidth)
-            link = LinkSpec(bps, latency_ms / 1e3, loss)
-            ranks = 1 if mode == "single" else n
-            p = predict(mode, wl, ranks, link, rate)
+            p = predict(mode, wl, ranks, links[bandwidth], compute_s)
             sent = sum(sum(messages(mode, wl, ranks, r)) for r in range(ranks))
             rows.append({"mode": name, "bandwidth": bandwidth,
                          "predicted_s": p["latency_s"], "measured_s": case["latency_s"],
                          "error": p["latency_s"] / case["latency_s"] - 1,
-                         "predicted_compute_s": p["compute_s"],
+                         "predicted_compute_s": p["compute_s"], "compute_source": source,
                          "measured_compute_s": case["compute_s"],
                          "predicted_comm_s": p["comm_s"],
                          "measured_comm_s": case["comm_measured_s"] + case["comm_emulated_s"],
+                         "emulated_comm_s": case["comm_emulated_s"],
                          "predicted_bytes": sent, "measured_bytes": case["bytes_sent_all_ranks"]})
     return rows
 
 
-def _project(w: Workload, groups_of: dict, bandwidths: tuple[str, ...], rate: float,
-             latency_ms: float, loss: float) -> list[dict[str, Any]]:
+def _project(w: Workload, groups_of: dict, bandwidths: tuple[str, ...],
+             compute: dict[str, dict[int, float]], links: dict[str, LinkSpec]
+             ) -> list[dict[str, Any]]:
+    """Every mode at 2, 4 and 8 devices, each as fast as one rank here."""
     rows = []
     for name in groups_of:
         if name == "single":
             continue
         mode, wl = _mode_and_workload(name, w, groups_of[name])
         for bandwidth in bandwidths:
-            link = LinkSpec(parse_bandwidth(bandwidth), latency_ms / 1e3, loss)
             row: dict[str, Any] = {"mode": name, "bandwidth": bandwidth}
             for n in PROJECT_TO:
-                row[f"n{n}_s"] = predict(mode, wl, n, link, rate)["latency_s"]
+                compute_s, source = compute_at(mode, wl, n, compute[name])
+                row[f"n{n}_s"] = predict(mode, wl, n, links[bandwidth], compute_s)["latency_s"]
+                row[f"n{n}_compute"] = source
             rows.append(row)
-    single = predict("single", w, 1, LinkSpec(None), rate)["latency_s"]
+    single = compute["single"][1]
     rows.append({"mode": "single", "bandwidth": "-", **{f"n{n}_s": single for n in PROJECT_TO}})
     return rows
 

@@ -2,11 +2,14 @@
 
 Per rank and forward pass::
 
-    latency = FLOPs(mode, N) / rate  +  sum over its messages of link.message_time(bytes)
+    latency = compute(mode, N)  +  sum over its messages of link.message_time(bytes)
 
 * FLOPs: the matmuls of each block as the mode splits them (projections 2*n*D*D', attention
   4*n_q*n_kv*D', MLP 4*n*D*M', VQ search 2*n*D*K); layer norms, softmax and GELU are left out,
   and the rate absorbs them. The busiest rank counts (the one with the most tokens).
+* or, better, compute measured: rank 0's work at world size N timed in one process with no
+  network (``calibrate.measure_compute``); FLOPs then only scale a measurement to a world size
+  the model cannot be split for.
 * rate: FLOP/s measured on this machine from the single-device run (``calibrate_rate``), or
   a device profile's fp32 peak.
 * messages: the mode's exchange pattern with the same ring step sizes ``collectives`` counts,
@@ -113,14 +116,24 @@ def messages(mode: str, w: Workload, n: int, rank: int = 0) -> list[int]:
     return gather * w.bp_blocks + to_features * (w.bp_blocks - 1)
 
 
-def predict(mode: str, w: Workload, n: int, link: LinkSpec, rate_flops: float
+def predict(mode: str, w: Workload, n: int, link: LinkSpec, compute_s: float
             ) -> dict[str, float]:
-    """Predicted seconds (compute, communication, total) and bytes one rank sends."""
+    """Predicted seconds (compute, communication, total) and bytes one rank sends, for a rank
+    compute time measured (``compute_at``) or from FLOPs (``flops_per_rank`` / rate)."""
     sizes = messages(mode, w, n)
-    compute = flops_per_rank(mode, w, n) / rate_flops
     comm = sum(message_time(link, b) for b in sizes)
-    return {"compute_s": compute, "comm_s": comm, "latency_s": compute + comm,
+    return {"compute_s": compute_s, "comm_s": comm, "latency_s": compute_s + comm,
             "bytes_per_rank": float(sum(sizes))}
+
+
+def compute_at(mode: str, w: Workload, n: int, measured: dict[int, float]) -> tuple[float, str]:
+    """Rank compute at ``n`` ranks: measured there, else the nearest measured world size scaled
+    by the FLOP ratio (for splits the model does not allow, e.g. 6 heads over 4 ranks)."""
+    if n in measured:
+        return measured[n], "measured"
+    base = min(measured, key=lambda m: abs(m - n))
+    scale = flops_per_rank(mode, w, n) / flops_per_rank(mode, w, base)
+    return measured[base] * scale, f"measured at N={base}, FLOP-scaled"
 
 
 def calibrate_rate(w: Workload, single_latency_s: float) -> float:

@@ -14,7 +14,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.astra.bench import MULTI_MODES, run_bench
-from edgekit.astra.latency_model import Workload, calibrate_rate, predict
+from edgekit.astra.latency_model import (Workload, calibrate_rate, compute_at, flops_per_rank,
+                                         predict)
 from edgekit.astra.launch import launch
 from edgekit.astra.link import LinkSpec, parse_bandwidth
 from edgekit.astra.models import MODEL_CONFIGS, model_config
@@ -154,32 +155,51 @@ def bench(json_path: str | None, **options: Any) -> None:
 @click.option("--profile", "profile_name", help="Device profile whose fp32 peak is the rate.")
 @click.option("--single-s", type=float, help="Calibrate the rate from a measured single-device "
               "latency instead (seconds per forward).")
+@click.option("--measure", is_flag=True, help="Measure each mode's rank compute here (one "
+              "thread, no network) instead of FLOPs / rate.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
 def model(model: str, tokens: int, groups: int | None, bandwidths: tuple[str, ...],
           world_sizes: tuple[int, ...], latency_ms: float, loss: float, gflops: float | None,
-          profile_name: str | None, single_s: float | None, json_path: str | None) -> None:
-    """Predicted latency of every mode from FLOPs and the exchange pattern (no run)."""
+          profile_name: str | None, single_s: float | None, measure: bool,
+          json_path: str | None) -> None:
+    """Predicted latency of every mode: rank compute (FLOPs / rate, or measured) plus the
+    wire time of its exchange pattern."""
     cfg = model_config(model, tokens, groups)
     w = Workload(tokens=(cfg["image_size"] // cfg["patch_size"]) ** 2, dim=cfg["dim"],
                  depth=cfg["depth"], heads=cfg["heads"], mlp_ratio=cfg["mlp_ratio"],
                  groups=cfg["groups"], codes=cfg["codes"])
     rate, source = _rate(w, gflops, profile_name, single_s)
+    measured = None
+    if measure:
+        from edgekit.astra.calibrate import measure_compute
+
+        measured = measure_compute(model, tokens, {m: groups for m in ("single", *MULTI_MODES)},
+                                   world_sizes, echo=_progress)
+        source = "compute measured here, 1 thread"
+
+    def compute(mode: str, n: int) -> float:
+        if measured is None:
+            return flops_per_rank(mode, w, n) / rate
+        return compute_at(mode, w, n, measured[mode])[0]
+
     rows = []
+    rate_text = source if measured else f"{rate / 1e9:.1f} GFLOP/s ({source})"
     table = Table(title=f"ASTRA latency model · {model}, {w.tokens} tokens, G={w.groups} · "
-                        f"{rate / 1e9:.1f} GFLOP/s ({source}) · predicted seconds")
+                        f"{rate_text} · predicted seconds")
     for col in ("mode", "bandwidth", *(f"N={n}" for n in world_sizes)):
         table.add_column(col, justify="left" if col in ("mode", "bandwidth") else "right")
     for mode in MULTI_MODES:
         for b in bandwidths:
             link = LinkSpec(parse_bandwidth(b), latency_ms / 1e3, loss)
-            preds = {n: predict(mode, w, n, link, rate) for n in world_sizes}
+            preds = {n: predict(mode, w, n, link, compute(mode, n)) for n in world_sizes}
             rows.append({"mode": mode, "bandwidth": b, **{f"n{n}": p for n, p in preds.items()}})
             table.add_row(mode, b, *(f"{p['latency_s']:.3f}" for p in preds.values()))
-    single = predict("single", w, 1, LinkSpec(None), rate)["latency_s"]
+    single = compute("single", 1)
     table.add_row("single", "-", *(f"{single:.3f}" for _ in world_sizes))
     console.print(table)
     write_json(json_path, report_document("astra/model", {
-        "workload": vars(w), "rate_gflops": rate / 1e9, "rate_source": source,
+        "workload": vars(w), "rate_gflops": None if measured else rate / 1e9,
+        "compute_source": source,
         "single_s": single, "predictions": rows}))
 
 
