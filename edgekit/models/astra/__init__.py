@@ -3,7 +3,7 @@
 Importing this package registers ``astra-vit``. The runtime that runs the ranks as processes
 lives in ``edgekit.astra``; ``partitioned_forward`` here is its single-process oracle.
 """
-from edgekit.models.astra import entries  # noqa: F401
+from edgekit.models.astra import entries  # noqa: F401  (registers astra-vit)
 from edgekit.models.astra.gpt import AstraGPT, GPTConfig
 from edgekit.models.astra.paper import PAPER_CONFIGS, PAPER_PARAMS, build_paper_model, paper_config
 from edgekit.models.astra.partition import (MODES, PartitionedOutput, partitioned_forward,

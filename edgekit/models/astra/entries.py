@@ -11,15 +11,16 @@ DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), nu
 DIGITS_CONFIG = {
     "image_size": 8, "patch_size": 2, "in_chans": 1, "num_classes": 10, "dim": 64, "depth": 4,
     "heads": 4, "mlp_ratio": 4.0, "groups": 16, "codes": 1024, "decay": 0.99, "partitions": 2,
-    "noise_scale": 1.0, "beta": 2e-4, "finetune_epochs": 15,
+    "noise_scale": 1.0, "beta": 2e-4, "finetune_epochs": 12,
 }
 
+# VQ group counts of the paper's sweep and the unpartitioned baseline. NAVQ lambda and the rank
+# count are config keys (``noise_scale``, ``partitions``): a lambda variant would export the same
+# graph, and every variant costs the generated export tests seconds.
 VARIANTS = {
     "g1": {"groups": 1},
     "g4": {"groups": 4},
     "g32": {"groups": 32},
-    "g16-navq0": {"noise_scale": 0.0},
-    "p4": {"partitions": 4},
     "plain": {"groups": 0, "partitions": 1},
 }
 
@@ -34,7 +35,7 @@ register_model(ModelEntry(
                  "edgekit.models.astra.build_paper_model('vit-s'|'vit-b'|'gpt2')"),
     variants=VARIANTS,
     paper=PAPER,
-    export=ExportSettings(),
+    export=ExportSettings(dynamo=False),  # the TorchScript exporter is 3x faster here
     train=TrainSettings(epochs=30, batch_size=64, lr=3e-3, weight_decay=0.05),
     trainer=train_astra,
 ))

@@ -28,7 +28,7 @@ class GPTConfig:
 
 
 class AstraGPT(nn.Module):
-    """Token + position embeddings, causal AstraBlocks, final norm, LM head tied to the embedding."""
+    """Token + position embeddings, causal AstraBlocks, final norm, LM head tied to wte."""
 
     def __init__(self, **config: int) -> None:
         super().__init__()

@@ -69,7 +69,7 @@ def run_partitioned(model: AstraViT, images: torch.Tensor, world_size: int, mode
         return PartitionedOutput(model.head(x[:, 0]), zero)
     if mode == "astra" and any(b.vq is None for b in model.blocks):
         raise UsageError("mode 'astra' needs a model with VQ codebooks (groups > 0)")
-    shards = token_shards(tokens.shape[1], world_size)
+    shards = token_shards(model.config.num_tokens, world_size)  # static, for tracing
     cls = [model.cls_token.expand(len(tokens), -1, -1)] * world_size  # N x [B, 1, D]
     commitment = zero
     for block in model.blocks:

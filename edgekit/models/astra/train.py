@@ -20,7 +20,7 @@ from edgekit.models.astra.vit import AstraViT
 from edgekit.registry import ModelEntry, TrainSettings
 from edgekit.training import TrainResult, _progress, evaluate
 
-FINETUNE_LR_RATIO = 0.3  # fine-tuning peak LR relative to pre-training
+FINETUNE_LR_RATIO = 0.1  # fine-tuning peak LR relative to pre-training
 LossFn = Callable[[AstraViT, torch.Tensor, torch.Tensor], torch.Tensor]
 
 

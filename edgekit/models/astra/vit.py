@@ -94,7 +94,7 @@ class AstraConfig:
     partitions: int = 2  # N, ranks that forward() simulates; 1 = unpartitioned
     noise_scale: float = 1.0  # NAVQ lambda during ASTRA fine-tuning (0 = plain VQ)
     beta: float = 2e-4  # commitment loss weight during fine-tuning
-    finetune_epochs: int = 15  # ASTRA fine-tuning epochs after plain pre-training
+    finetune_epochs: int = 12  # ASTRA fine-tuning epochs after plain pre-training
 
     @property
     def num_tokens(self) -> int:
@@ -126,8 +126,9 @@ class AstraViT(nn.Module):
         cfg = self.config
         expected = (cfg.in_chans, cfg.image_size, cfg.image_size)
         if images.dim() != 4 or tuple(images.shape[1:]) != expected:
-            raise UsageError(f"AstraViT expects images of shape [B, {', '.join(map(str, expected))}]"
-                             f", got {list(images.shape)}")
+            shape = ", ".join(map(str, expected))
+            raise UsageError(f"AstraViT expects images of shape [B, {shape}], "
+                             f"got {list(images.shape)}")
         x = self.patch_embed(images)  # [B, D, H/p, W/p]
         return x.flatten(2).transpose(1, 2) + self.pos_embed  # [B, T, D]
 

@@ -53,7 +53,8 @@ class GroupedVQ(nn.Module):
         lead = x.shape[:-1]
         xg = x.reshape(-1, self.groups, self.group_dim).transpose(0, 1)  # [G, N, d]
         # ||x - c||^2 = ||x||^2 - 2 x.c + ||c||^2; ||x||^2 does not change the argmin.
-        dist = (self.codebook ** 2).sum(-1).unsqueeze(1) - 2 * xg @ self.codebook.transpose(1, 2)
+        dist = torch.baddbmm((self.codebook ** 2).sum(-1).unsqueeze(1), xg,
+                             self.codebook.transpose(1, 2), alpha=-2)  # [G, N, K]
         return dist.argmin(-1).transpose(0, 1).reshape(*lead, self.groups)  # [..., G]
 
     def decode(self, idx: torch.Tensor) -> torch.Tensor:
@@ -102,15 +103,20 @@ class GroupedVQ(nn.Module):
 
     @torch.no_grad()
     def _ema_update(self, x: torch.Tensor, idx: torch.Tensor) -> None:
-        xg = x.reshape(-1, self.groups, self.group_dim).transpose(0, 1)  # [G, N, d]
-        onehot = torch.zeros(self.groups, xg.shape[1], self.codes, device=x.device, dtype=x.dtype)
-        onehot.scatter_(2, idx.reshape(-1, self.groups).transpose(0, 1).unsqueeze(-1), 1.0)
-        self.ema_count.mul_(self.decay).add_(onehot.sum(1), alpha=1 - self.decay)  # [G, K]
-        self.ema_sum.mul_(self.decay).add_(onehot.transpose(1, 2) @ xg, alpha=1 - self.decay)
-        total = self.ema_count.sum(-1, keepdim=True)  # [G, 1]
-        smoothed = (self.ema_count + self.eps) / (total + self.codes * self.eps) * total
+        xg = x.reshape(-1, self.groups, self.group_dim)  # [N, G, d]
+        flat = (idx.reshape(-1, self.groups)
+                + torch.arange(self.groups, device=x.device) * self.codes).reshape(-1)  # [N*G]
+        count = x.new_zeros(self.groups * self.codes).index_add_(
+            0, flat, x.new_ones(flat.shape))  # [G*K]: vectors assigned to each code
+        total = x.new_zeros(self.groups * self.codes, self.group_dim).index_add_(
+            0, flat, xg.reshape(-1, self.group_dim))  # [G*K, d]: their sum
+        self.ema_count.mul_(self.decay).add_(count.view(self.groups, self.codes),
+                                             alpha=1 - self.decay)
+        self.ema_sum.mul_(self.decay).add_(total.view_as(self.ema_sum), alpha=1 - self.decay)
+        n = self.ema_count.sum(-1, keepdim=True)  # [G, 1]
+        smoothed = (self.ema_count + self.eps) / (n + self.codes * self.eps) * n  # Laplace
         self.codebook.copy_(self.ema_sum / smoothed.unsqueeze(-1))
-        self._reseed_dead(xg)
+        self._reseed_dead(xg.transpose(0, 1))
 
     def _reseed_dead(self, xg: torch.Tensor) -> None:
         """Codes whose EMA count fell below ``dead_below`` restart at random batch vectors."""
