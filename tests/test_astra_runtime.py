@@ -197,3 +197,10 @@ def test_loopback_compute_runs_rank_zero_work(single_thread):
     assert set(compute["single"]) == {1} and set(compute["astra"]) == {2, 8}
     assert set(compute["tp"]) == {2}  # 4 heads do not split over 8 ranks
     assert all(t > 0 for per_n in compute.values() for t in per_n.values())
+
+
+def test_launcher_deadline_ends_a_run_without_collectives(single_thread):
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match=r"no result after 5 s \(the launcher's deadline\)"):
+        launch(RunSpec(modes=("single",), fault="0:hang"), 1, deadline_s=5)
+    assert time.monotonic() - start < 15

@@ -92,9 +92,9 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
            echo: Any = None) -> dict[str, Any]:
     """Run ``spec`` on ``world_size`` local processes; returns rank 0's result document.
 
-    ``deadline_s`` bounds the whole run (default: start-up grace + 4 x the collective timeout
-    per case, which is generous for any case that is making progress). ``echo`` gets the
-    workers' progress lines.
+    ``deadline_s`` bounds the whole run (default: start-up grace + the collective timeout per
+    forward pass to run, generous for any run that is making progress). ``echo`` gets rank 0's
+    progress lines.
     """
     with tempfile.TemporaryDirectory(prefix="edgekit-astra-") as tmp:
         workdir = Path(tmp)
@@ -110,7 +110,9 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
             # rank 0's output is the progress; the others' would only repeat it
             procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.STDOUT, text=True,
                                           stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
-        limit = deadline_s or _START_GRACE_S + 4 * spec.timeout_s * max(1, len(spec.links))
+        forwards = (len(spec.modes) + len(spec.astra_groups)) * (
+            spec.warmup + spec.reps * len(spec.links))
+        limit = deadline_s or _START_GRACE_S + spec.timeout_s * forwards
         try:
             codes = _watch(procs, workdir, time.monotonic() + limit, echo)
         finally:

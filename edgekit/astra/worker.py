@@ -7,8 +7,9 @@ Started by ``edgekit astra run`` (which passes ``--workdir`` and ``--result``) o
         --json astra.json
 
 Every rank builds the same seeded model, joins the group from the environment, warms up, then
-times each emulated-link case. Rank 0 writes the result. Any failure becomes one line (in
-``WORKDIR/rankN.error`` for the launcher, and on stderr) and exit status 1.
+times each (mode, emulated link) case in rotating rounds. Rank 0 writes the result. Any failure
+becomes one line (``WORKDIR/rankN.error`` for the launcher, stderr under torchrun) and exit
+status 1.
 """
 from __future__ import annotations
 
