@@ -1,0 +1,80 @@
+"""Sequence parallelism: each rank holds T/N patch tokens and a copy of the class token.
+
+Per block every rank sends its local patch tokens' block input to the others and runs
+``AstraBlock.forward_partitioned(local, remote)``: queries and the MLP on local tokens only,
+keys/values over local + remote. The class-token copies are never sent; after the last block
+their outputs are averaged (an all-reduce of [B, D]) before the head: the distributed class
+token of ASTRA. In full precision (``sp``) all copies are identical and the result equals the
+single device's; in ``astra`` the remote tokens arrive as bit-packed VQ code indices.
+"""
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from edgekit.astra.bitpack import index_bits, pack, packed_bytes, unpack
+from edgekit.astra.collectives import Comm
+from edgekit.astra.encode import CodeSearch
+from edgekit.astra.modes import Mode
+from edgekit.errors import UsageError
+from edgekit.models.astra import AstraViT, token_shards
+
+
+class _Sharded(Mode):
+    def __init__(self, model: AstraViT, comm: Comm) -> None:
+        super().__init__(model, comm)
+        self.shards: list[slice] = []
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.shards = token_shards(tokens.shape[1], self.world_size)
+        mine = self.shards[self.rank]
+        local = self.with_cls(tokens[:, mine])  # [B, 1+n, D]
+        for block in self.model.blocks:
+            remote = self.exchange(block, local[:, 1:])  # [B, T-n, D]
+            local = block.forward_partitioned(local, remote)
+        cls = self.comm.all_reduce(local[:, 0].contiguous()) / self.world_size  # [B, D]
+        return self.model.head(cls)
+
+    @abstractmethod
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
+        """This rank's patch tokens [B, n, D] -> the other ranks' (as used here) [B, T-n, D]."""
+
+    def others(self, parts: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat([p for r, p in enumerate(parts) if r != self.rank], 1)
+
+
+class SequenceParallel(_Sharded):
+    """Full-precision sequence parallelism: all-gather the fp32 token embeddings per block."""
+
+    name = "sp"
+
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
+        counts = [s.stop - s.start for s in self.shards]
+        parts = self.comm.all_gather(local.transpose(0, 1).contiguous(), counts)  # [n_r, B, D]
+        return self.others([p.transpose(0, 1) for p in parts])
+
+
+class Astra(_Sharded):
+    """ASTRA: all-gather only the bit-packed code indices of each block's GroupedVQ."""
+
+    name = "astra"
+
+    def __init__(self, model: AstraViT, comm: Comm) -> None:
+        super().__init__(model, comm)
+        if any(block.vq is None for block in model.blocks):
+            raise UsageError("mode 'astra' needs a model with VQ codebooks",
+                             hint="use a config with groups > 0 (--groups)")
+        vq = model.blocks[0].vq
+        self.groups, self.bits = vq.groups, index_bits(vq.codes)
+        self.search = {id(b): CodeSearch(b.vq) for b in model.blocks}
+
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
+        batch = len(local)
+        idx = self.search[id(block)].encode(local)  # [B, n, G]
+        sizes = [batch * (s.stop - s.start) * self.groups for s in self.shards]  # indices
+        counts = [packed_bytes(n, self.bits) for n in sizes]
+        parts = self.comm.all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
+        decoded = [block.vq.decode(unpack(p, n, self.bits).reshape(batch, -1, self.groups))
+                   for r, (p, n) in enumerate(zip(parts, sizes)) if r != self.rank]
+        return torch.cat(decoded, 1)  # [B, T-n, D], ranks in order

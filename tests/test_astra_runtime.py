@@ -1,0 +1,206 @@
+"""The ASTRA runtime: real worker processes over gloo, the link emulation, the latency model.
+
+The distributed tests start real processes (two ranks, the digits-sized model, 16 tokens); each
+launch costs a few seconds of interpreter start-up, so all modes share one launch.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from edgekit.astra.bitpack import pack, packed_bytes, unpack
+from edgekit.astra.block_parallel import BlockParallelViT
+from edgekit.astra.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
+from edgekit.astra.encode import CodeSearch
+from edgekit.astra.group import join
+from edgekit.astra.calibrate import measure_compute
+from edgekit.astra.latency_model import Workload, compute_at, flops_per_rank, messages, predict
+from edgekit.astra.launch import RankFailed, launch
+from edgekit.astra.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
+from edgekit.astra.models import build_model, example_images
+from edgekit.astra.spec import RunSpec
+from edgekit.cli import cli
+from edgekit.errors import UsageError
+from edgekit.models.astra import GroupedVQ, partitioned_forward
+
+MULTI = ("sp", "tp", "bp-allgather", "bp-sp", "astra")
+
+
+@pytest.mark.parametrize("text,bps", [("10Mbps", 1e7), ("100 Mbps", 1e8), ("1Gbps", 1e9),
+                                      ("2.5gbps", 2.5e9), ("1500kbps", 1.5e6)])
+def test_parse_bandwidth(text, bps):
+    assert parse_bandwidth(text) == bps
+
+
+@pytest.mark.parametrize("text", ["500kbps", "200Gbps"])
+def test_bandwidth_out_of_range(text):
+    with pytest.raises(UsageError, match="outside"):
+        parse_bandwidth(text)
+
+
+@pytest.mark.parametrize("text", ["10", "fast", "10MB", "-5Mbps", ""])
+def test_bad_bandwidth_is_a_usage_error(text):
+    with pytest.raises(UsageError, match="bad bandwidth"):
+        parse_bandwidth(text)
+
+
+def test_bad_link_values_exit_2_with_one_line():
+    runner = CliRunner()
+    for args in (["--bandwidth", "10MB"], ["--loss", "0.7"], ["--latency-ms", "-1"]):
+        result = runner.invoke(cli, ["astra", "run", "--mode", "sp", *args])
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1
+        assert result.output.startswith("edgekit: error:")
+
+
+def test_message_time_arithmetic():
+    link = LinkSpec(1e7, latency_s=0.002)
+    # one full packet: 1460 payload + 40 header bytes = 1500 bytes = 12000 bits = 1.2 ms
+    assert message_time(link, 1460) == pytest.approx(1.2e-3 + 2e-3)
+    assert wire_bytes(1461) == 1461 + 2 * 40
+    assert message_time(LinkSpec(None), 10**9) == 0.0
+    lossy = LinkSpec(1e7, latency_s=0.001, loss=0.2, seed=3)
+    n = 1460 * 1000
+    draws = [message_time(lossy, n, np.random.default_rng([3, r])) for r in range(2)]
+    again = [message_time(lossy, n, np.random.default_rng([3, r])) for r in range(2)]
+    assert draws == again  # seeded
+    clean = n + 1000 * 40
+    expected = (clean + 1000 * 0.25 * 1500) * 8 / 1e7 + 0.001  # 1/(1-p) - 1 = 0.25 extra tries
+    assert message_time(lossy, n) == pytest.approx(expected)
+    for t in draws:  # every extra try costs a 1500-byte packet and rounds cost round trips
+        assert t > clean * 8 / 1e7 + 0.001
+
+
+def test_ring_step_sizes():
+    assert all_gather_steps([10, 20, 30], rank=0) == [10, 30]  # forwards ranks 0 and 2's chunks
+    assert all_reduce_steps(100, 4) == [25] * 6
+    assert all_reduce_steps(100, 1) == []
+    assert all_to_all_steps([5, 6, 7], rank=1) == [5, 7]
+
+
+def test_bitpack_is_the_compressed_size_and_round_trips():
+    idx = torch.randint(0, 1024, (3, 5, 16))
+    data = pack(idx, 10)
+    assert data.dtype == torch.uint8 and data.numel() == packed_bytes(idx.numel(), 10) == 300
+    assert torch.equal(unpack(data, idx.numel(), 10).reshape(idx.shape), idx)
+
+
+def test_code_search_matches_grouped_vq():
+    torch.manual_seed(0)
+    vq = GroupedVQ(96, 8, 64).eval()
+    x = torch.randn(2, 300, 96)
+    assert torch.equal(CodeSearch(vq).encode(x), vq.encode(x))
+
+
+def test_join_without_rendezvous_is_a_usage_error(monkeypatch):
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(UsageError, match="no process group"):
+        join(5.0)
+
+
+@pytest.fixture(scope="module")
+def oracle(single_thread):
+    model = build_model("digits")
+    images = example_images(model, 2)
+    with torch.inference_mode():
+        single = partitioned_forward(model, images, 1, "single")
+        bp = BlockParallelViT(model, 2).reference(model.embed(images))
+        return {"sp": partitioned_forward(model, images, 2, "sp"), "tp": single,
+                "astra": partitioned_forward(model, images, 2, "astra"),
+                "bp-allgather": bp, "bp-sp": bp}, model.config
+
+
+@pytest.fixture(scope="module")
+def distributed(single_thread):
+    spec = RunSpec(modes=MULTI, batch=2, reps=1, warmup=0, bandwidths=("1Gbps",),
+                   latency_ms=0.5, loss=0.01, keep_logits=True, timeout_s=30)
+    return launch(spec, 2)
+
+
+@pytest.mark.parametrize("mode", MULTI)
+def test_distributed_mode_equals_its_oracle(distributed, oracle, mode):
+    expected, _ = oracle
+    got = torch.tensor(distributed["modes"][mode]["logits"])
+    torch.testing.assert_close(got, expected[mode], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", MULTI)
+def test_bytes_sent_are_the_exchange_pattern(distributed, oracle, mode):
+    _, cfg = oracle
+    w = Workload(cfg.num_tokens, cfg.dim, cfg.depth, cfg.heads, cfg.mlp_ratio, cfg.groups,
+                 cfg.codes, batch=2)
+    ranks = distributed["modes"][mode]["cases"][0]["ranks"][0]
+    for record in ranks:
+        assert record["bytes_sent"] == sum(messages(mode, w, 2, record["rank"]))
+        assert record["comm_emulated_s"] > 0.0005 * record["messages"]  # latency per message
+    if mode == "astra":  # 16 groups x 10 bits = 20 bytes per token, vs 256 in fp32 (sp)
+        per_block = sum(r["bytes_by_op"]["all_gather"] for r in ranks) / cfg.depth
+        assert per_block == 2 * cfg.num_tokens * 20
+
+
+def test_killed_rank_is_named_and_nothing_hangs(single_thread):
+    start = time.monotonic()
+    with pytest.raises(RankFailed) as info:
+        launch(RunSpec(modes=("sp",), reps=1, fault="1:kill", timeout_s=20), 2)
+    assert time.monotonic() - start < 20
+    message = str(info.value)
+    assert message.startswith("rank 1 was killed by SIGKILL"), message
+    assert "\n" not in message
+
+
+def test_hung_rank_times_out_on_its_peer(single_thread):
+    start = time.monotonic()
+    with pytest.raises(RankFailed) as info:
+        launch(RunSpec(modes=("astra",), reps=1, fault="1:hang", timeout_s=3), 2)
+    assert time.monotonic() - start < 25
+    message = str(info.value)
+    assert "rank 0: timed out after 3 s waiting for a peer" in message, message
+    assert "rank 1: still running, terminated" in message
+
+
+def test_cli_run_reports_a_crashed_rank_in_one_line(tmp_path, single_thread):
+    result = CliRunner().invoke(cli, ["astra", "run", "--mode", "tp", "--fault", "1:crash",
+                                      "--timeout", "20", "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 1, result.output
+    last = result.output.strip().splitlines()[-1]
+    assert last.startswith("edgekit: error: rank 1: RuntimeError: injected fault: rank 1 "
+                           "crashed; rank 0: lost connection to a peer (RuntimeError: "), last
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_latency_model_arithmetic():
+    w = Workload(tokens=1024, dim=384, depth=12, heads=6, groups=32, codes=1024)
+    # sp at 2 ranks: per block one all-gather step of 512 tokens x 384 x 4 bytes, then the
+    # class-token all-reduce (2 steps of 768 bytes)
+    assert messages("sp", w, 2) == [512 * 384 * 4] * 12 + [768, 768]
+    # astra: 512 tokens x 32 groups x 10 bits = 20480 bytes per block
+    assert messages("astra", w, 2)[:12] == [20480] * 12
+    link = LinkSpec(1e7)
+    p = predict("astra", w, 2, link, compute_s=0.5)
+    assert p["comm_s"] == pytest.approx(sum(message_time(link, b)
+                                            for b in messages("astra", w, 2)))
+    assert p["latency_s"] == pytest.approx(0.5 + p["comm_s"])
+    # 6 heads cannot split over 4 ranks: scaled from N=2 by the FLOP ratio
+    value, source = compute_at("tp", w, 4, {2: 1.0})
+    assert source.startswith("measured at N=2") and value == pytest.approx(
+        flops_per_rank("tp", w, 4) / flops_per_rank("tp", w, 2))
+
+
+def test_loopback_compute_runs_rank_zero_work(single_thread):
+    compute = measure_compute("digits", None, {"single": None, "astra": None, "tp": None},
+                              (2, 8), reps=1)
+    assert set(compute["single"]) == {1} and set(compute["astra"]) == {2, 8}
+    assert set(compute["tp"]) == {2}  # 4 heads do not split over 8 ranks
+    assert all(t > 0 for per_n in compute.values() for t in per_n.values())
+
+
+def test_launcher_deadline_ends_a_run_without_collectives(single_thread):
+    start = time.monotonic()
+    with pytest.raises(RankFailed, match=r"no result after 5 s \(the launcher's deadline\)"):
+        launch(RunSpec(modes=("single",), fault="0:hang"), 1, deadline_s=5)
+    assert time.monotonic() - start < 15
