@@ -312,3 +312,18 @@ def test_with_config_keeps_the_weights_and_starts_fresh_codebooks(digits_model, 
     with torch.no_grad():
         torch.testing.assert_close(partitioned_forward(g4, images, 2, "sp"),
                                    partitioned_forward(digits_model, images, 2, "sp"))
+
+
+@torch.no_grad()
+def test_one_group_codes_keys_and_values_are_a_table_lookup():
+    torch.manual_seed(0)
+    block = AstraBlock(32, 4, groups=1, codes=64).eval()
+    block.vq.codebook.normal_()
+    local, tokens = torch.randn(2, 5, 32), torch.randn(2, 7, 32)
+    idx = block.vq.encode(tokens)[..., 0]  # [2, 7]
+    keys, values = block.code_keys_values()  # [64, 32] each
+    torch.testing.assert_close(
+        block.forward_partitioned(local, remote_kv=(keys[idx], values[idx])),
+        block.forward_partitioned(local, block.vq.decode(idx[..., None])), atol=1e-5, rtol=1e-5)
+    with pytest.raises(UsageError, match="one-group"):
+        AstraBlock(32, 4, groups=4, codes=64).code_keys_values()

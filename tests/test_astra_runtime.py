@@ -110,19 +110,21 @@ def oracle(single_thread):
     with torch.inference_mode():
         single = partitioned_forward(model, images, 1, "single")
         bp = BlockParallelViT(model, 2).reference(model.embed(images))
+        one_group = build_model("digits", groups=1)  # keys/values looked up per code
         return {"sp": partitioned_forward(model, images, 2, "sp"), "tp": single,
                 "astra": partitioned_forward(model, images, 2, "astra"),
+                "astra-g1": partitioned_forward(one_group, images, 2, "astra"),
                 "bp-allgather": bp, "bp-sp": bp}, model.config
 
 
 @pytest.fixture(scope="module")
 def distributed(single_thread):
-    spec = RunSpec(modes=MULTI, batch=2, reps=1, warmup=0, bandwidths=("1Gbps",),
+    spec = RunSpec(modes=MULTI, astra_groups=(1,), batch=2, reps=1, warmup=0, bandwidths=("1Gbps",),
                    latency_ms=0.5, loss=0.01, keep_logits=True, timeout_s=30)
     return launch(spec, 2)
 
 
-@pytest.mark.parametrize("mode", MULTI)
+@pytest.mark.parametrize("mode", [*MULTI, "astra-g1"])
 def test_distributed_mode_equals_its_oracle(distributed, oracle, mode):
     expected, _ = oracle
     got = torch.tensor(distributed["modes"][mode]["logits"])

@@ -5,11 +5,13 @@ Per block every rank sends its local patch tokens' block input to the others and
 keys/values over local + remote. The class-token copies are never sent; after the last block
 their outputs are averaged (an all-reduce of [B, D]) before the head: the distributed class
 token of ASTRA. In full precision (``sp``) all copies are identical and the result equals the
-single device's; in ``astra`` the remote tokens arrive as bit-packed VQ code indices.
+single device's; in ``astra`` the remote tokens arrive as bit-packed VQ code indices, and with
+one VQ group their keys and values are looked up per code (``AstraBlock.code_keys_values``).
 """
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import Any
 
 import torch
 
@@ -31,14 +33,14 @@ class _Sharded(Mode):
         mine = self.shards[self.rank]
         local = self.with_cls(tokens[:, mine])  # [B, 1+n, D]
         for block in self.model.blocks:
-            remote = self.exchange(block, local[:, 1:])  # [B, T-n, D]
-            local = block.forward_partitioned(local, remote)
+            local = block.forward_partitioned(local, **self.exchange(block, local[:, 1:]))
         cls = self.comm.all_reduce(local[:, 0].contiguous()) / self.world_size  # [B, D]
         return self.model.head(cls)
 
     @abstractmethod
-    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
-        """This rank's patch tokens [B, n, D] -> the other ranks' (as used here) [B, T-n, D]."""
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> dict[str, Any]:
+        """This rank's patch tokens [B, n, D] -> the other ranks' as ``forward_partitioned``
+        keyword arguments: ``remote`` [B, T-n, D] or their keys and values ``remote_kv``."""
 
     def others(self, parts: list[torch.Tensor]) -> torch.Tensor:
         return torch.cat([p for r, p in enumerate(parts) if r != self.rank], 1)
@@ -49,10 +51,10 @@ class SequenceParallel(_Sharded):
 
     name = "sp"
 
-    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> dict[str, Any]:
         counts = [s.stop - s.start for s in self.shards]
         parts = self.comm.all_gather(local.transpose(0, 1).contiguous(), counts)  # [n_r, B, D]
-        return self.others([p.transpose(0, 1) for p in parts])
+        return {"remote": self.others([p.transpose(0, 1) for p in parts])}
 
 
 class Astra(_Sharded):
@@ -68,13 +70,19 @@ class Astra(_Sharded):
         vq = model.blocks[0].vq
         self.groups, self.bits = vq.groups, index_bits(vq.codes)
         self.search = {id(b): CodeSearch(b.vq) for b in model.blocks}
+        self.code_kv = ({id(b): b.code_keys_values() for b in model.blocks}
+                        if self.groups == 1 else {})
 
-    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> torch.Tensor:
+    def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> dict[str, Any]:
         batch = len(local)
         idx = self.search[id(block)].encode(local)  # [B, n, G]
         sizes = [batch * (s.stop - s.start) * self.groups for s in self.shards]  # indices
         counts = [packed_bytes(n, self.bits) for n in sizes]
         parts = self.comm.all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
-        decoded = [block.vq.decode(unpack(p, n, self.bits).reshape(batch, -1, self.groups))
-                   for r, (p, n) in enumerate(zip(parts, sizes)) if r != self.rank]
-        return torch.cat(decoded, 1)  # [B, T-n, D], ranks in order
+        remote = torch.cat([unpack(p, n, self.bits).reshape(batch, -1, self.groups)
+                            for r, (p, n) in enumerate(zip(parts, sizes)) if r != self.rank],
+                           1)  # [B, T-n, G] code indices, ranks in order
+        if id(block) in self.code_kv:
+            keys, values = self.code_kv[id(block)]  # [K, D] each
+            return {"remote_kv": (keys[remote[..., 0]], values[remote[..., 0]])}
+        return {"remote": block.vq.decode(remote)}  # [B, T-n, D]

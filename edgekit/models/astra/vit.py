@@ -31,18 +31,21 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, remote: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, remote: torch.Tensor | None = None,
+                remote_kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """x [B, n, D] (queries), remote [B, m, D] extra keys/values -> [B, n, D].
 
-        Causal attention takes ``remote`` to be the tokens *before* x (prefill on later ranks).
+        ``remote_kv`` gives the remote tokens' keys and values ([B, m, D] each) directly, in
+        place of ``remote``. Causal attention takes the remote tokens to be the ones *before* x
+        (prefill on later ranks).
         """
         B, n, D = x.shape
         q, k, v = self.qkv(x).split(D, -1)  # 3 x [B, n, D]
         mask = None
-        if remote is not None and remote.shape[1]:
-            # keys and values only: the remote rows' queries are never needed here
-            k_r, v_r = F.linear(remote, self.qkv.weight[D:], self.qkv.bias[D:]).split(D, -1)
-            k, v = torch.cat([k, k_r], 1), torch.cat([v, v_r], 1)  # [B, n+m, D]
+        if remote_kv is None and remote is not None and remote.shape[1]:
+            remote_kv = self.keys_values(remote)
+        if remote_kv is not None:
+            k, v = torch.cat([k, remote_kv[0]], 1), torch.cat([v, remote_kv[1]], 1)  # [B, n+m, D]
         m = k.shape[1] - n
         if self.causal:
             ones = torch.ones(n, n, dtype=torch.bool, device=x.device)
@@ -51,6 +54,11 @@ class Attention(nn.Module):
                    for t in (q, k, v))  # [B, h, tokens, D/h]
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # [B, h, n, D/h]
         return self.proj(out.transpose(1, 2).reshape(B, n, D))
+
+    def keys_values(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values only ([..., D] each): the remote rows' queries are never needed."""
+        D = self.dim
+        return F.linear(tokens, self.qkv.weight[D:], self.qkv.bias[D:]).split(D, -1)
 
 
 class AstraBlock(nn.Module):
@@ -71,11 +79,25 @@ class AstraBlock(nn.Module):
         x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
-    def forward_partitioned(self, local: torch.Tensor, remote: torch.Tensor) -> torch.Tensor:
+    def forward_partitioned(self, local: torch.Tensor, remote: torch.Tensor | None = None,
+                            remote_kv: tuple[torch.Tensor, torch.Tensor] | None = None
+                            ) -> torch.Tensor:
         """One rank: local [B, n, D] exact tokens, remote [B, m, D] the non-local block inputs
-        (decoded, maybe quantised) -> new local [B, n, D]."""
-        x = local + self.attn(self.norm1(local), self.norm1(remote))
+        (decoded, maybe quantised), or their keys and values ``remote_kv`` -> new local [B, n, D]."""
+        normed = None if remote is None else self.norm1(remote)
+        x = local + self.attn(self.norm1(local), normed, remote_kv)
         return x + self.mlp(self.norm2(x))
+
+    def code_keys_values(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of every code, [K, D] each, for a one-group codebook.
+
+        With G = 1 a decoded remote token *is* a code vector, so its keys and values are rows of
+        this table: a lookup replaces the remote tokens' LayerNorm and K/V projection, exactly.
+        (With G > 1 the LayerNorm mixes the groups, so no such table exists.)
+        """
+        if self.vq is None or self.vq.groups != 1:
+            raise UsageError("code keys/values need a one-group VQ codebook (groups=1)")
+        return self.attn.keys_values(self.norm1(self.vq.codebook[0]))
 
 
 @dataclass(frozen=True)
