@@ -63,7 +63,7 @@ def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     gen = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
     loss_value = float("nan")
-    with _progress(progress, f"training {entry.name}{':' + variant if variant else ''}",
+    with ProgressBar(progress, f"training {entry.name}{':' + variant if variant else ''}",
                    epochs) as advance:
         for _ in range(epochs):
             model.train()
@@ -82,7 +82,7 @@ def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                        time.perf_counter() - started, loss_value)
 
 
-class _progress:
+class ProgressBar:
     """A rich progress bar over epochs (or nothing, for library callers that ask for quiet)."""
 
     def __init__(self, enabled: bool, label: str, total: int) -> None:

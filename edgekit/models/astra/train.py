@@ -18,7 +18,7 @@ from edgekit.data import Dataset
 from edgekit.models.astra.partition import run_partitioned
 from edgekit.models.astra.vit import AstraViT
 from edgekit.registry import ModelEntry, TrainSettings
-from edgekit.training import TrainResult, _progress, evaluate
+from edgekit.training import ProgressBar, TrainResult, evaluate
 
 FINETUNE_LR_RATIO = 0.1  # fine-tuning peak LR relative to pre-training
 LossFn = Callable[[AstraViT, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -33,7 +33,7 @@ def _fit(model: AstraViT, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: fl
     x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
     gen = torch.Generator().manual_seed(seed)
     loss_value = float("nan")
-    with _progress(progress, label, epochs) as advance:
+    with ProgressBar(progress, label, epochs) as advance:
         for _ in range(epochs):
             model.train()
             order = torch.randperm(len(x), generator=gen)
