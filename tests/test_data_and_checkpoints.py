@@ -82,3 +82,16 @@ def test_checkpoint_without_sidecar(tmp_path):
     path.with_suffix(".json").unlink()
     with pytest.raises(UsageError, match="no sidecar"):
         load_checkpoint(path)
+
+
+def test_damaged_cached_checkpoint_is_retrained_not_trusted():
+    from edgekit.compare.cache import cache_path, cached_checkpoint
+
+    entry = get_entry("mlp")
+    dataset = load_dataset(entry.task)
+    path = cache_path(entry, "small", dataset)  # under the test's own EDGEKIT_HOME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"not a safetensors file")
+    assert cached_checkpoint(entry, "small", dataset, progress=False) == path
+    _, ckpt = load_checkpoint(path)
+    assert ckpt.model_name == "mlp:small" and ckpt.metrics["accuracy"] > 0.5

@@ -453,7 +453,7 @@ def test_estimate_uses_the_default_power_mode() -> None:
         default_mode="15W",
     )
     with EstimatedMeter(profile, clock=ticks(1.0, 3.0)).window() as window:
-        pass
+        assert window.result is None  # filled in only when the window closes
     result = window.result
     assert result is not None
     assert (result.energy_j, result.source, result.measured) == (30.0, "estimated: tdp", False)

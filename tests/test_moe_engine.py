@@ -271,8 +271,7 @@ def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
     with Engine(store, EngineSettings(memory_budget=0)) as engine:
         with pytest.raises(StoreError, match="experts.5.up_proj.weight': sign-mantissa bytes "
                                              "fails its CRC-32"):
-            for _ in engine.experts.fetch(1, {e: 1 for e in range(8)}):
-                pass
+            list(engine.experts.fetch(1, {e: 1 for e in range(8)}))
 
 
 def test_rope_scaling_is_refused_when_serving(tmp_path):

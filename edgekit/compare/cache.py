@@ -22,13 +22,18 @@ def cached_checkpoint(entry: ModelEntry, variant: str | None, dataset: Dataset,
                       progress: bool = True) -> Path:
     """Path to a trained checkpoint for this entry/variant/dataset, training one if none exists."""
     path = cache_path(entry, variant, dataset)
-    if path.is_file():
-        try:
-            read_checkpoint(path)
-            return path
-        except UsageError:
-            pass  # a damaged cache entry is retrained, never trusted
+    if path.is_file() and _intact(path):
+        return path
     result = train(entry, dataset, variant, progress=progress)
     save_checkpoint(result.model, path, metrics=result.metrics(),
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest})
     return path
+
+
+def _intact(path: Path) -> bool:
+    """A damaged cache entry is retrained, never trusted."""
+    try:
+        read_checkpoint(path)
+    except UsageError:
+        return False
+    return True
