@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from torch import nn
 
 from edgekit.wifi.csi import preprocess
@@ -73,6 +74,7 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
 
     settings = entry.train
     epochs = settings.epochs if epochs is None else epochs
+    torch.manual_seed(seed)  # the initial weights too, so a run is reproducible from its seed
     model = model if model is not None else entry.build(variant)
     split = to_split(dataset.x_train, dataset.y_train)
     steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)

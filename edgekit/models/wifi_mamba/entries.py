@@ -19,7 +19,7 @@ WIFI_POSE = TaskSpec(dataset=DATASET_NAME, metric="mpjpe_mm",
                      input_shape=(2, N_RX * N_ANT * N_SUB, N_PKT), num_classes=0,
                      output_names=("poses", "logits"), higher_is_better=False)
 _EXPORT = ExportSettings(opset=18, atol=1e-4, rtol=1e-3, dynamo=False)
-_TRAIN = TrainSettings(epochs=4, batch_size=32, lr=2e-3, weight_decay=1e-4)
+_TRAIN = TrainSettings(epochs=10, batch_size=32, lr=2e-3, weight_decay=1e-4)
 
 
 def _entry(name: str, builder, configs: dict, default: str, description: str,
