@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from edgekit.data import Dataset
-from edgekit.registry import ModelEntry
+from edgekit.registry import ModelEntry, TrainSettings
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,45 @@ def evaluate_entry(entry: ModelEntry, model: nn.Module, x: np.ndarray, y: np.nda
     return (entry.evaluator or evaluate)(model, x, y)
 
 
+LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def entry_label(entry: ModelEntry, variant: str | None) -> str:
+    return f"{entry.name}{':' + variant if variant else ''}"
+
+
+def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
+        settings: TrainSettings, seed: int = 0, progress: bool = True,
+        label: str = "training") -> float:
+    """AdamW + one-cycle over ``epochs`` of shuffled batches; returns the last batch loss and
+    leaves the model in eval mode. ``loss_fn(model, x, y)`` is the task's loss."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
+    steps = max(1, epochs * -(-len(dataset.x_train) // settings.batch_size))
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
+    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
+    gen = torch.Generator().manual_seed(seed)
+    loss_value = float("nan")
+    with ProgressBar(progress, label, epochs) as advance:
+        for _ in range(epochs):
+            model.train()
+            order = torch.randperm(len(x), generator=gen)
+            for start in range(0, len(x), settings.batch_size):
+                idx = order[start:start + settings.batch_size]
+                loss = loss_fn(model, x[idx], y[idx])
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                sched.step()
+                loss_value = loss.detach().item()
+            advance(loss_value)
+    model.eval()
+    return loss_value
+
+
+def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(model(x), y)
+
+
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
           epochs: int | None = None, seed: int = 0, progress: bool = True,
           model: nn.Module | None = None) -> TrainResult:
@@ -53,32 +94,11 @@ def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)
     model = model if model is not None else entry.build(variant)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    steps_per_epoch = max(1, -(-len(dataset.x_train) // settings.batch_size))
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr,
-                                                total_steps=max(1, epochs * steps_per_epoch))
-    loss_fn = nn.CrossEntropyLoss()
-    x = torch.from_numpy(dataset.x_train)
-    y = torch.from_numpy(dataset.y_train)
-    gen = torch.Generator().manual_seed(seed)
     started = time.perf_counter()
-    loss_value = float("nan")
-    with ProgressBar(progress, f"training {entry.name}{':' + variant if variant else ''}",
-                   epochs) as advance:
-        for _ in range(epochs):
-            model.train()
-            order = torch.randperm(len(x), generator=gen)
-            for start in range(0, len(x), settings.batch_size):
-                idx = order[start:start + settings.batch_size]
-                loss = loss_fn(model(x[idx]), y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                loss_value = loss.detach().item()
-            advance(loss_value)
+    loss_value = fit(model, dataset, _cross_entropy, epochs, settings.lr, settings, seed,
+                     progress, f"training {entry_label(entry, variant)}")
     value = evaluate(model, dataset.x_test, dataset.y_test)
-    return TrainResult(model.eval(), entry.task.metric, value, epochs,
+    return TrainResult(model, entry.task.metric, value, epochs,
                        time.perf_counter() - started, loss_value)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
+from edgekit.exporters.validate import ValidationReport
 from edgekit.fileio import read_json_object, sha256_file
 
 MANIFEST = "manifest.json"
@@ -25,6 +26,16 @@ def task_record(task: Any) -> dict[str, Any]:
 
 def file_record(path: Path) -> dict[str, Any]:
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    """What an export (ONNX, NIR) hands back: its folder, manifest and validation."""
+
+    folder: Path
+    manifest: dict[str, Any]
+    validation: ValidationReport
+    seconds: float
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record, task_record
+from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult, file_record,
+                                        task_record)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.models.spiking.layers import MultiStepNet, functional, layer, neuron
@@ -187,14 +188,6 @@ def _refusal(name: str, blockers: list[Blocker]) -> UsageError:
                       hint=hint)
 
 
-@dataclass(frozen=True)
-class NirExportResult:
-    folder: Path
-    manifest: dict[str, Any]
-    validation: ValidationReport
-    seconds: float
-
-
 def _import_and_run(path: Path, x_seq: torch.Tensor, dt: float) -> torch.Tensor:
     """``nir.read`` the file, import it with SpikingJelly, run it multi-step from rest."""
     import nir
@@ -220,7 +213,7 @@ def validate_nir(path: Path, source: ModelSource, dt: float, atol: float, rtol: 
 
 
 def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_DT,
-               atol: float | None = None, rtol: float | None = None) -> NirExportResult:
+               atol: float | None = None, rtol: float | None = None) -> ExportResult:
     """Export a spiking net to ``out_dir/model.nir`` with a manifest; refuses nets NIR cannot
     express (UsageError naming the operation and layer) and fails beyond tolerance."""
     import nir
@@ -273,4 +266,4 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
             "provenance": provenance(),
         }
         atomic_write_json(staging / MANIFEST, manifest)
-    return NirExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)
+    return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)

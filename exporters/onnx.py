@@ -13,7 +13,6 @@ import io
 import logging
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ import numpy as np
 import torch
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, file_record, task_record
+from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult, file_record,
+                                        task_record)
 from edgekit.exporters.reference import (REFERENCE_FILE, make_reference, reference_record,
                                          save_reference)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
@@ -33,14 +33,6 @@ from edgekit.targets import ModelSource
 MODEL_FILE = "model.onnx"
 MIN_OPSET, MAX_OPSET = 13, 23
 DYNAMIC_VALIDATION_BATCHES = (1, 3)
-
-
-@dataclass(frozen=True)
-class ExportResult:
-    folder: Path
-    manifest: dict[str, Any]
-    validation: ValidationReport
-    seconds: float
 
 
 def _export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path,

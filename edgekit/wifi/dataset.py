@@ -69,7 +69,7 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                 epochs: int | None = None, seed: int = 0, progress: bool = True,
                 model: nn.Module | None = None) -> TrainResult:
     """``edgekit.training.train``'s signature: an epoch is one pass worth of windows."""
-    from edgekit.training import ProgressBar, TrainResult
+    from edgekit.training import ProgressBar, TrainResult, entry_label
     from edgekit.wifi.train import _windows, train_pose_model
 
     settings = entry.train
@@ -79,7 +79,7 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     split = to_split(dataset.x_train, dataset.y_train)
     steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)
     started = time.perf_counter()
-    label = f"training {entry.name}{':' + variant if variant else ''} ({steps} steps)"
+    label = f"training {entry_label(entry, variant)} ({steps} steps)"
     with ProgressBar(progress, label, steps) as advance:
         _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
                                    lr=settings.lr, seed=seed, max_steps=steps, on_step=advance)

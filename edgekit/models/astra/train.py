@@ -8,7 +8,6 @@ commitment, NAVQ noise scaled by lambda). Pre-training runs the unpartitioned mo
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 
 import torch
@@ -18,36 +17,9 @@ from edgekit.data import Dataset
 from edgekit.models.astra.partition import run_partitioned
 from edgekit.models.astra.vit import AstraViT
 from edgekit.registry import ModelEntry, TrainSettings
-from edgekit.training import ProgressBar, TrainResult, evaluate
+from edgekit.training import TrainResult, entry_label, evaluate, fit
 
 FINETUNE_LR_RATIO = 0.1  # fine-tuning peak LR relative to pre-training
-LossFn = Callable[[AstraViT, torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-def _fit(model: AstraViT, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
-         settings: TrainSettings, seed: int, progress: bool, label: str) -> float:
-    """AdamW + one-cycle over ``epochs``; returns the last batch loss."""
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
-    steps = max(1, epochs * -(-len(dataset.x_train) // settings.batch_size))
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
-    gen = torch.Generator().manual_seed(seed)
-    loss_value = float("nan")
-    with ProgressBar(progress, label, epochs) as advance:
-        for _ in range(epochs):
-            model.train()
-            order = torch.randperm(len(x), generator=gen)
-            for start in range(0, len(x), settings.batch_size):
-                idx = order[start:start + settings.batch_size]
-                loss = loss_fn(model, x[idx], y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                loss_value = loss.detach().item()
-            advance(loss_value)
-    model.eval()
-    return loss_value
 
 
 def _plain_loss(model: AstraViT, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -64,14 +36,14 @@ def pretrain(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSett
              seed: int = 0, progress: bool = False, label: str = "pre-training") -> float:
     """Cross-entropy on the unpartitioned ViT; returns the last batch loss."""
     torch.manual_seed(seed)
-    return _fit(model, dataset, _plain_loss, epochs, settings.lr, settings, seed, progress, label)
+    return fit(model, dataset, _plain_loss, epochs, settings.lr, settings, seed, progress, label)
 
 
 def finetune(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSettings,
              seed: int = 0, progress: bool = False, label: str = "ASTRA fine-tuning") -> float:
     """CE + beta * commitment through the ASTRA forward (NAVQ lambda = config.noise_scale)."""
     torch.manual_seed(seed)
-    return _fit(model, dataset, _astra_loss, epochs, settings.lr * FINETUNE_LR_RATIO, settings,
+    return fit(model, dataset, _astra_loss, epochs, settings.lr * FINETUNE_LR_RATIO, settings,
                 seed, progress, label)
 
 
@@ -97,7 +69,7 @@ def train_astra(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     pre_epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)
     model = model if model is not None else entry.build(variant)
-    name = f"{entry.name}{':' + variant if variant else ''}"
+    name = entry_label(entry, variant)
     started = time.perf_counter()
     loss = pretrain(model, dataset, pre_epochs, settings, seed, progress, f"pre-training {name}")
     total = pre_epochs
