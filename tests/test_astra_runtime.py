@@ -5,7 +5,12 @@ launch costs a few seconds of interpreter start-up, so all modes share one launc
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -19,7 +24,7 @@ from edgekit.astra.encode import CodeSearch
 from edgekit.astra.group import join
 from edgekit.astra.calibrate import measure_compute
 from edgekit.astra.latency_model import Workload, compute_at, flops_per_rank, messages, predict
-from edgekit.astra.launch import RankFailed, launch
+from edgekit.astra.launch import RankFailed, free_port, launch
 from edgekit.astra.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
 from edgekit.astra.models import build_model, example_images
 from edgekit.astra.spec import RunSpec
@@ -206,3 +211,45 @@ def test_launcher_deadline_ends_a_run_without_collectives(single_thread):
     with pytest.raises(RankFailed, match=r"no result after 5 s \(the launcher's deadline\)"):
         launch(RunSpec(modes=("single",), fault="0:hang"), 1, deadline_s=5)
     assert time.monotonic() - start < 15
+
+
+_OVERLAP_RANK = """
+import json, sys, time
+import torch
+from edgekit.astra.collectives import Comm
+from edgekit.astra.group import join, leave
+from edgekit.astra.link import LinkSpec
+
+rank, world = join(30.0)
+comm = Comm(LinkSpec(bandwidth_bps=1e6), rank, world)  # 12,500 bytes: about 0.1 s on the wire
+chunk = torch.full((12_500,), rank + 1, dtype=torch.uint8)
+pending = comm.start_all_gather(chunk, [12_500, 12_500])
+time.sleep(0.3)  # compute that the wire time can hide behind
+early = pending.wait()
+overlapped = comm.reset()
+late = comm.all_gather(chunk, [12_500, 12_500])
+blocking = comm.reset()
+print(json.dumps({"rank": rank, "parts": [[int(p[0]), int(p[-1])] for p in early + late],
+                  "overlapped": [overlapped.emulated_s, overlapped.slept_s],
+                  "blocking": [blocking.emulated_s, blocking.slept_s]}))
+leave()
+"""
+
+
+def test_compute_while_a_gather_is_in_flight_hides_its_wire_time(tmp_path):
+    """Two real ranks over gloo: a gather started before 0.3 s of work waits none of its 0.1 s
+    of emulated wire time; the same gather made blocking waits all of it."""
+    script = tmp_path / "rank.py"
+    script.write_text(_OVERLAP_RANK)
+    env = {**os.environ, "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(free_port()), "PYTHONPATH": str(Path(__file__).parents[1])}
+    procs = [subprocess.Popen([sys.executable, str(script)], env={**env, "RANK": str(r)},
+                              stdout=subprocess.PIPE, text=True) for r in range(2)]
+    outs = [json.loads(p.communicate(timeout=60)[0]) for p in procs]
+    wire = wire_bytes(12_500) * 8 / 1e6
+    for out in outs:
+        assert out["parts"] == [[1, 1], [2, 2], [1, 1], [2, 2]]
+        emulated, slept = out["overlapped"]
+        assert emulated == pytest.approx(wire) and slept < 0.02
+        emulated, slept = out["blocking"]
+        assert emulated == pytest.approx(wire) and slept == pytest.approx(wire, abs=0.005)

@@ -112,7 +112,7 @@ def _check_model(measured: dict, w: Workload, groups_of: dict, n: int,
                          "predicted_compute_s": p["compute_s"], "compute_source": source,
                          "measured_compute_s": case["compute_s"],
                          "predicted_comm_s": p["comm_s"],
-                         "measured_comm_s": case["comm_measured_s"] + case["comm_emulated_s"],
+                         "measured_comm_s": case["comm_measured_s"] + case["comm_slept_s"],
                          "emulated_comm_s": case["comm_emulated_s"],
                          "predicted_bytes": sent, "measured_bytes": case["bytes_sent_all_ranks"]})
     return rows

@@ -22,6 +22,16 @@ from edgekit.astra.modes import make_mode
 from edgekit.errors import UsageError
 
 
+class _Done:
+    """A loopback gather is complete as soon as it starts."""
+
+    def __init__(self, parts: list[torch.Tensor]) -> None:
+        self.parts = parts
+
+    def wait(self) -> list[torch.Tensor]:
+        return self.parts
+
+
 class LoopbackComm(Comm):
     """Rank 0 of ``world_size`` ranks with nobody else: collectives return zeros, send nothing."""
 
@@ -31,6 +41,9 @@ class LoopbackComm(Comm):
     def all_gather(self, local: torch.Tensor, counts: Sequence[int]) -> list[torch.Tensor]:
         return [local[:c] if r == 0 else local.new_zeros((c, *local.shape[1:]))
                 for r, c in enumerate(counts)]
+
+    def start_all_gather(self, local: torch.Tensor, counts: Sequence[int]) -> _Done:
+        return _Done(self.all_gather(local, counts))
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         return tensor

@@ -9,15 +9,19 @@ large-message algorithms are rings):
   2(N-1)/N x S bytes.
 * all-to-all: N-1 direct messages, the slice meant for each peer.
 
-Each step is one message on the link (``link.message_time``); the rank sleeps the sum of its
-steps after the real exchange returns. The measured time of the real exchange (localhost gloo,
-including any wait for a slower peer) is recorded beside the emulated wire time.
+Each step is one message on the link (``link.message_time``): the data counts as arrived the sum
+of the steps' wire times after the real exchange completes. A blocking collective waits all of
+it; an all-gather started early (``start_all_gather``) sleeps only what is left when the rank
+asks for the data, so compute done meanwhile hides the wire time as on a real link. The measured
+time of the real exchange (localhost gloo, including any wait for a slower peer) is recorded
+beside the emulated wire time and the part of it the rank waited for.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -34,16 +38,25 @@ class CommStats:
     bytes_sent: int = 0
     messages: int = 0
     measured_s: float = 0.0  # real localhost exchange, peer waits included
-    emulated_s: float = 0.0  # wire time slept for the emulated link
+    emulated_s: float = 0.0  # wire time of the emulated link
+    slept_s: float = 0.0  # the part of it the rank waited for (the rest overlapped compute)
     by_op: dict[str, int] = field(default_factory=dict)  # op -> bytes sent
 
-    def add(self, op: str, sizes: Sequence[int], measured: float, emulated: float) -> None:
+    def add(self, op: str, sizes: Sequence[int], measured: float, emulated: float,
+            slept: float | None = None) -> None:
+        """``slept`` defaults to all of ``emulated``: a blocking collective hides none of it."""
         self.calls += 1
         self.messages += len(sizes)
         self.bytes_sent += sum(sizes)
         self.by_op[op] = self.by_op.get(op, 0) + sum(sizes)
         self.measured_s += measured
         self.emulated_s += emulated
+        self.slept_s += emulated if slept is None else slept
+
+    @property
+    def waited_s(self) -> float:
+        """Time the rank spent waiting on communication rather than computing."""
+        return self.measured_s + self.slept_s
 
 
 def _split_sizes(total: int, parts: int) -> list[int]:
@@ -66,6 +79,34 @@ def all_reduce_steps(total_bytes: int, world_size: int) -> list[int]:
 def all_to_all_steps(slice_bytes: Sequence[int], rank: int) -> list[int]:
     """Message sizes one rank sends in an all-to-all: one slice to each peer."""
     return [b for peer, b in enumerate(slice_bytes) if peer != rank]
+
+
+class PendingGather:
+    """An all-gather on the wire. The data counts as arrived ``emulated`` seconds after the real
+    exchange completed (noted by a callback on gloo's thread), so compute done meanwhile hides
+    the wire time, as it would on a real link."""
+
+    def __init__(self, comm: Comm, out: list[torch.Tensor], counts: Sequence[int],
+                 steps: list[int], work: Any) -> None:
+        self.comm, self.out, self.counts, self.steps, self.work = comm, out, counts, steps, work
+        self.completed: float | None = None
+        work.get_future().then(self._note)
+
+    def _note(self, _: Any) -> None:
+        self.completed = time.perf_counter()
+
+    def wait(self) -> list[torch.Tensor]:
+        started = time.perf_counter()
+        self.work.wait()
+        blocked = time.perf_counter() - started
+        comm = self.comm
+        emulated = sum(message_time(comm.link, b, comm.rng) for b in self.steps)
+        arrived = (self.completed or time.perf_counter()) + emulated
+        slept = max(0.0, arrived - time.perf_counter())
+        if slept > 0:
+            time.sleep(slept)
+        comm.stats.add("all_gather", self.steps, blocked, emulated, slept)
+        return [t[:c] for t, c in zip(self.out, self.counts)]
 
 
 class Comm:
@@ -98,6 +139,10 @@ class Comm:
 
         Chunks are padded to the largest for the exchange; only real rows are counted as sent.
         """
+        return self.start_all_gather(local, counts).wait()
+
+    def start_all_gather(self, local: torch.Tensor, counts: Sequence[int]) -> PendingGather:
+        """``all_gather`` in flight: the caller computes until it needs the result (``wait``)."""
         row_bytes = local[:1].numel() * local.element_size()  # one row of dim 0
         width = max(counts)
         padded = local
@@ -105,11 +150,9 @@ class Comm:
             pad = local.new_zeros((width - local.shape[0], *local.shape[1:]))
             padded = torch.cat([local, pad])
         out = [torch.empty_like(padded) for _ in range(self.world_size)]
-        started = time.perf_counter()
-        dist.all_gather(out, padded.contiguous())
-        self._wire("all_gather", all_gather_steps([c * row_bytes for c in counts], self.rank),
-                   started)
-        return [t[:c] for t, c in zip(out, counts)]
+        steps = all_gather_steps([c * row_bytes for c in counts], self.rank)
+        return PendingGather(self, out, counts, steps,
+                             dist.all_gather(out, padded.contiguous(), async_op=True))
 
     def all_reduce(self, tensor: torch.Tensor) -> torch.Tensor:
         """Sum ``tensor`` over ranks in place (and return it)."""

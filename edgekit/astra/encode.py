@@ -1,11 +1,11 @@
 """Nearest-code search for the runtime: the same indices as ``GroupedVQ.encode``, faster on CPU.
 
 ``GroupedVQ.encode`` runs one batched matmul over all groups with an inner dimension of
-D/G (12 for ViT-S at G=32) and materialises every distance ([G, n, K] = 64 MB per block for
-512 tokens), which makes it memory-bound: on one core it costs more than the block's attention.
-Here each group is one ``addmm`` (||c||^2 - 2 x.c in one pass) over chunks of tokens small
-enough for the distances to stay in cache, followed by the argmin. Same arithmetic, same
-argmin; the test checks that the indices agree.
+D/G (12 for ViT-S at G=32) and materialises every distance at once ([G, n, K] = 64 MB per block
+for 512 tokens). Here each group is one ``addmm`` (||c||^2 - 2 x.c in one pass) followed by the
+argmin, over chunks of at most 512 tokens so the distances of one group stay at 2 MiB whatever
+the batch. Same arithmetic, same argmin; the test checks that the indices agree. (Smaller chunks
+were measured slower: 64 tokens cost 5.2 ms per ViT-S block at G=1 against 4.7 ms for 512.)
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import torch
 
 from edgekit.models.astra import GroupedVQ
 
-CHUNK_TOKENS = 64  # [64, K=1024] fp32 distances = 256 KiB per group: well inside a 1 MiB L2
+CHUNK_TOKENS = 512  # [512, K=1024] fp32 distances: 2 MiB per group
 
 
 class CodeSearch:

@@ -24,7 +24,8 @@ def case_summary(case: dict[str, Any], tokens: int, depth: int) -> dict[str, Any
     return {"bandwidth": case["link"]["bandwidth"], "reps": len(case["latency_s"]),
             "latency_s": latency, "latency_min_s": min(case["latency_s"]),
             "compute_s": med("compute_s"), "comm_measured_s": med("comm_measured_s"),
-            "comm_emulated_s": med("comm_emulated_s"), "bytes_sent_all_ranks": sent,
+            "comm_emulated_s": med("comm_emulated_s"), "comm_slept_s": med("comm_slept_s"),
+            "bytes_sent_all_ranks": sent,
             "bytes_per_token": sent / tokens, "bytes_per_token_per_block": sent / tokens / depth}
 
 

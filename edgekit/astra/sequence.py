@@ -1,8 +1,9 @@
 """Sequence parallelism: each rank holds T/N patch tokens and a copy of the class token.
 
 Per block every rank sends its local patch tokens' block input to the others and runs
-``AstraBlock.forward_partitioned(local, remote)``: queries and the MLP on local tokens only,
-keys/values over local + remote. The class-token copies are never sent; after the last block
+``AstraBlock.forward_partitioned``: queries and the MLP on local tokens only, keys/values over
+local + remote. The exchange is started before the block and waited for only after the local
+tokens' Q/K/V projections, so those hide part of its wire time (and the peers' jitter). The class-token copies are never sent; after the last block
 their outputs are averaged (an all-reduce of [B, D]) before the head: the distributed class
 token of ASTRA. In full precision (``sp``) all copies are identical and the result equals the
 single device's; in ``astra`` the remote tokens arrive as bit-packed VQ code indices, and with
@@ -39,8 +40,9 @@ class _Sharded(Mode):
 
     @abstractmethod
     def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> dict[str, Any]:
-        """This rank's patch tokens [B, n, D] -> the other ranks' as ``forward_partitioned``
-        keyword arguments: ``remote`` [B, T-n, D] or their keys and values ``remote_kv``."""
+        """This rank's patch tokens [B, n, D] -> ``forward_partitioned`` keyword arguments:
+        ``remote_kv``, a callable that waits for the other ranks' tokens and returns their keys
+        and values ([B, T-n, D] each)."""
 
     def others(self, parts: list[torch.Tensor]) -> torch.Tensor:
         return torch.cat([p for r, p in enumerate(parts) if r != self.rank], 1)
@@ -53,8 +55,14 @@ class SequenceParallel(_Sharded):
 
     def exchange(self, block: torch.nn.Module, local: torch.Tensor) -> dict[str, Any]:
         counts = [s.stop - s.start for s in self.shards]
-        parts = self.comm.all_gather(local.transpose(0, 1).contiguous(), counts)  # [n_r, B, D]
-        return {"remote": self.others([p.transpose(0, 1) for p in parts])}
+        pending = self.comm.start_all_gather(local.transpose(0, 1).contiguous(),
+                                             counts)  # [n_r, B, D] per rank
+
+        def remote_kv() -> tuple[torch.Tensor, torch.Tensor]:
+            remote = self.others([p.transpose(0, 1) for p in pending.wait()])  # [B, T-n, D]
+            return block.attn.keys_values(block.norm1(remote))
+
+        return {"remote_kv": remote_kv}
 
 
 class Astra(_Sharded):
@@ -78,11 +86,14 @@ class Astra(_Sharded):
         idx = self.search[id(block)].encode(local)  # [B, n, G]
         sizes = [batch * (s.stop - s.start) * self.groups for s in self.shards]  # indices
         counts = [packed_bytes(n, self.bits) for n in sizes]
-        parts = self.comm.all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
-        remote = torch.cat([unpack(p, n, self.bits).reshape(batch, -1, self.groups)
-                            for r, (p, n) in enumerate(zip(parts, sizes)) if r != self.rank],
-                           1)  # [B, T-n, G] code indices, ranks in order
-        if id(block) in self.code_kv:
-            keys, values = self.code_kv[id(block)]  # [K, D] each
-            return {"remote_kv": (keys[remote[..., 0]], values[remote[..., 0]])}
-        return {"remote": block.vq.decode(remote)}  # [B, T-n, D]
+        pending = self.comm.start_all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
+
+        def remote_kv() -> tuple[torch.Tensor, torch.Tensor]:
+            remote = self.others([unpack(p, n, self.bits).reshape(batch, -1, self.groups)
+                                  for p, n in zip(pending.wait(), sizes)])  # [B, T-n, G] codes
+            if id(block) in self.code_kv:
+                keys, values = self.code_kv[id(block)]  # [K, D] each
+                return keys[remote[..., 0]], values[remote[..., 0]]
+            return block.attn.keys_values(block.norm1(block.vq.decode(remote)))  # [B, T-n, D]
+
+        return {"remote_kv": remote_kv}

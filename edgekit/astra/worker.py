@@ -54,9 +54,9 @@ def _timed_forward(mode: Any, comm: Comm, tokens: torch.Tensor, world: int
     logits = mode.forward(tokens)
     elapsed = time.perf_counter() - start
     stats = comm.reset()
-    comm_s = stats.measured_s + stats.emulated_s
-    record = {"rank": comm.rank, "latency_s": elapsed, "compute_s": elapsed - comm_s,
+    record = {"rank": comm.rank, "latency_s": elapsed, "compute_s": elapsed - stats.waited_s,
               "comm_measured_s": stats.measured_s, "comm_emulated_s": stats.emulated_s,
+              "comm_slept_s": stats.slept_s,
               "bytes_sent": stats.bytes_sent, "messages": stats.messages,
               "collectives": stats.calls, "bytes_by_op": stats.by_op}
     return _gather(record, world), logits

@@ -61,13 +61,14 @@ def render_run(result: dict[str, Any]) -> Table:
                         f"{result['world_size']} rank(s) × {result['threads']} thread(s) · "
                         f"{result['backend']}")
     for col in ("mode", "link", "reps", "latency (s)", "compute (s)", "comm measured (s)",
-                "comm emulated (s)", "bytes sent", "bytes/token/block"):
+                "wire emulated (s)", "wire waited (s)", "bytes sent", "bytes/token/block"):
         table.add_column(col, justify="left" if col in ("mode", "link") else "right")
     for mode, cases in summarise(result).items():
         for c in cases:
             table.add_row(mode, c["bandwidth"], str(c["reps"]), f"{c['latency_s']:.4f}",
                           f"{c['compute_s']:.4f}", f"{c['comm_measured_s']:.4f}",
-                          f"{c['comm_emulated_s']:.4f}", f"{c['bytes_sent_all_ranks']:,}",
+                          f"{c['comm_emulated_s']:.4f}", f"{c['comm_slept_s']:.4f}",
+                          f"{c['bytes_sent_all_ranks']:,}",
                           f"{c['bytes_per_token_per_block']:.1f}")
     return table
 

@@ -9,6 +9,7 @@ exporting and profiling the registered model measures the ASTRA computation.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,10 @@ from torch import nn
 from edgekit.errors import UsageError
 from edgekit.models.astra.partition import run_partitioned, token_shards
 from edgekit.models.astra.vq import GroupedVQ
+
+
+KeysValues = tuple[torch.Tensor, torch.Tensor]
+RemoteKV = KeysValues | Callable[[], KeysValues]  # a callable: keys/values still on the way
 
 
 class Attention(nn.Module):
@@ -32,16 +37,19 @@ class Attention(nn.Module):
         self.proj = nn.Linear(dim, dim)
 
     def forward(self, x: torch.Tensor, remote: torch.Tensor | None = None,
-                remote_kv: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+                remote_kv: RemoteKV | None = None) -> torch.Tensor:
         """x [B, n, D] (queries), remote [B, m, D] extra keys/values -> [B, n, D].
 
         ``remote_kv`` gives the remote tokens' keys and values ([B, m, D] each) directly, in
-        place of ``remote``. Causal attention takes the remote tokens to be the ones *before* x
-        (prefill on later ranks).
+        place of ``remote``; as a callable it is called only after x's own projections, so an
+        exchange still in flight overlaps them. Causal attention takes the remote tokens to be
+        the ones *before* x (prefill on later ranks).
         """
         B, n, D = x.shape
         q, k, v = self.qkv(x).split(D, -1)  # 3 x [B, n, D]
         mask = None
+        if callable(remote_kv):
+            remote_kv = remote_kv()
         if remote_kv is None and remote is not None and remote.shape[1]:
             remote_kv = self.keys_values(remote)
         if remote_kv is not None:
@@ -80,10 +88,10 @@ class AstraBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
     def forward_partitioned(self, local: torch.Tensor, remote: torch.Tensor | None = None,
-                            remote_kv: tuple[torch.Tensor, torch.Tensor] | None = None
-                            ) -> torch.Tensor:
+                            remote_kv: RemoteKV | None = None) -> torch.Tensor:
         """One rank: local [B, n, D] exact tokens, remote [B, m, D] the non-local block inputs
-        (decoded, maybe quantised), or their keys and values ``remote_kv`` -> new local [B, n, D]."""
+        (decoded, maybe quantised), or their keys and values ``remote_kv`` (as in
+        ``Attention.forward``) -> new local [B, n, D]."""
         normed = None if remote is None else self.norm1(remote)
         x = local + self.attn(self.norm1(local), normed, remote_kv)
         return x + self.mlp(self.norm2(x))
