@@ -94,7 +94,7 @@ def main() -> None:
               f"Δ at {train_ranks} ranks (points)", "within 1 pt"]
     print()
     print(markdown_table(header, rows))
-    write_result("astra_accuracy", {
+    write_result("astra_accuracy" if args.seed == 0 else f"astra_accuracy_seed{args.seed}", {
         "dataset": f"digits ({len(data.x_train)} train, {len(x)} test)",
         "model": {k: v for k, v in entry.config.items()},
         "fine_tuned_at_ranks": train_ranks,

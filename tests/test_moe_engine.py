@@ -257,6 +257,50 @@ def test_zero_budget_and_policies_still_exact(stores):
         assert all(torch.equal(a, b) for a, b in zip(runs[0], other))
 
 
+def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
+    """Lookahead prefetch on vs off: the same logits, the same cache decisions (nothing enters
+    a pool before its use), and most of the experts that can be prefetched are."""
+    _, store_dir = stores["qwen"]
+    store = Store(store_dir)
+    results = {}
+    for prefetch in (True, False):
+        settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
+                                  prefetch=prefetch)
+        with Engine(store, settings) as engine:
+            logits = [engine.generate(p, 6).logits for p in ("Hello there", "MoE")]
+            results[prefetch] = (logits, engine.metrics()["experts"])
+    (on_logits, on), (off_logits, off) = results[True], results[False]
+    assert all(torch.equal(a, b) for run_on, run_off in zip(on_logits, off_logits)
+               for a, b in zip(run_on, run_off))
+    for key in ("full_hits", "sm_hits", "misses"):
+        assert on[key] == off[key]
+    assert off["prefetched"] == off["prefetch_wasted"] == 0
+    assert off["prefetch_precision"] is None
+    # 10 decode steps x top-2 in the second of the two MoE layers: 20 activations can be
+    # prefetched (the first layer has no layer before it, a prefill prefetches only top-k)
+    assert on["prefetched"] >= 10 and on["prefetch_precision"] > 0.5
+
+
+def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores):
+    _, store_dir = stores["qwen"]
+    store = Store(store_dir)
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        experts = engine.experts
+        experts.prefetch(1, {0: 1, 1: 1, 2: 1})
+        time.sleep(0.2)  # let some prefetches finish before the layer asks (adopted when done)
+        got = dict(experts.fetch(1, {1: 1, 5: 2}))
+        assert sorted(got) == [1, 5]
+        with Engine(store, EngineSettings(mode="memory")) as reference:
+            expected = dict(reference.experts.fetch(1, {1: 1, 5: 2}))
+        for e in got:
+            assert all(torch.equal(a, b) for a, b in zip(got[e], expected[e]))
+        stats = experts.stats
+        assert (stats.prefetched, stats.prefetch_wasted) == (1, 2) and not experts.prefetched
+        experts.prefetch(0, {3: 1})
+        experts.prefetch(1, {4: 1})  # a prefetch for another layer drops the older one
+        assert stats.prefetch_wasted == 3 and list(experts.prefetched) == [(1, 4)]
+
+
 def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
     _, store_dir = stores["qwen"]
     bad = tmp_path / "bad"

@@ -23,7 +23,8 @@ from edgekit.errors import UsageError
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.moe.cache import POLICIES
 from edgekit.moe.config import ALIASES
-from edgekit.moe.engine import DEFAULT_PROMPTS, MODES, Engine, EngineSettings, bench, parse_size
+from edgekit.moe.engine import (DEFAULT_PROMPTS, MODES, Engine, EngineSettings, bench,
+                                 parse_size, prefetch_summary)
 from edgekit.moe.store import Store
 from edgekit.moe.tiny import SIZES
 from edgekit.provenance import report_document
@@ -59,7 +60,7 @@ def _storage(storage_profile: str | None, bandwidth: float | None) -> tuple[floa
 
 def _settings(store: Store, mode: str, memory_budget: str, workers: int, policy: str,
               storage_profile: str | None, bandwidth: float | None, direct: bool,
-              full_ratio: float | None, threads: int | None) -> EngineSettings:
+              full_ratio: float | None, threads: int | None, prefetch: bool) -> EngineSettings:
     if threads is not None:
         if threads < 1:
             raise UsageError(f"--threads must be at least 1, got {threads}")
@@ -68,7 +69,8 @@ def _settings(store: Store, mode: str, memory_budget: str, workers: int, policy:
     return EngineSettings(mode=mode, memory_budget=parse_size(memory_budget,
                                                               store.total_expert_bytes),
                           workers=workers, policy=policy, bandwidth_bytes_s=cap,
-                          bandwidth_source=source, direct=direct, full_ratio=full_ratio)
+                          bandwidth_source=source, direct=direct, full_ratio=full_ratio,
+                          prefetch=prefetch)
 
 
 def _mib(n: float) -> str:
@@ -86,6 +88,8 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
                      show_default=True, help="ZipMoE eviction policy."),
         click.option("--full-ratio", type=float,
                      help="Fix the full-pool share of the budget instead of planning it."),
+        click.option("--prefetch/--no-prefetch", default=True, show_default=True,
+                     help="ZipMoE: start reading the next layer's predicted experts early."),
         click.option("--storage-profile",
                      help="Cap storage reads at this device profile's storage bandwidth "
                           "(e.g. jetson-agx-orin-64gb)."),
@@ -208,12 +212,13 @@ def verify(store_path: str) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Write the metrics as JSON.")
 def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_budget: str,
-          workers: int, policy: str, full_ratio: float | None, storage_profile: str | None,
-          bandwidth: float | None, direct: bool, threads: int, json_path: str | None) -> None:
+          workers: int, policy: str, full_ratio: float | None, prefetch: bool,
+          storage_profile: str | None, bandwidth: float | None, direct: bool, threads: int,
+          json_path: str | None) -> None:
     """Generate tokens from STORE under a memory budget for the experts."""
     store = Store(store_path)
     settings = _settings(store, mode, memory_budget, workers, policy, storage_profile, bandwidth,
-                         direct, full_ratio, threads)
+                         direct, full_ratio, threads, prefetch)
     with Engine(store, settings) as engine:
         gen = engine.generate(prompt, max_new_tokens)
         metrics = engine.metrics()
@@ -248,14 +253,14 @@ def render_bench(report: dict[str, Any]) -> Table:
                         f"({s['budget_share_of_experts']:.0%} of experts)",
                   box=box.SIMPLE_HEAD, title_justify="left")
     for col in ("mode", "tokens/s", "TTFT ms", "TPOT ms", "full hit", "SM hit", "miss",
-                "read MiB", "wait s"):
+                "prefetched", "read MiB", "wait s"):
         table.add_column(col, justify="left" if col == "mode" else "right")
     for mode, r in report["results"].items():
         x = r["experts"]
         table.add_row(mode, f"{r['tokens_per_s']:.2f}", f"{r['ttft_ms']:.1f}",
                       f"{r['tpot_ms']:.1f}", f"{x['full_hit_rate']:.1%}",
                       f"{x['sm_hit_rate']:.1%}", f"{x['miss_rate']:.1%}",
-                      _mib(r["bytes_read"]), f"{x['wait_s']:.2f}")
+                      prefetch_summary(x), _mib(r["bytes_read"]), f"{x['wait_s']:.2f}")
     return table
 
 
@@ -271,12 +276,12 @@ def render_bench(report: dict[str, Any]) -> Table:
               help="Write the report as JSON.")
 def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int, modes: str,
                   memory_budget: str, workers: int, policy: str, full_ratio: float | None,
-                  storage_profile: str | None, bandwidth: float | None, direct: bool,
-                  threads: int, json_path: str | None) -> None:
+                  prefetch: bool, storage_profile: str | None, bandwidth: float | None,
+                  direct: bool, threads: int, json_path: str | None) -> None:
     """ZipMoE against naive offload and all-in-memory: TTFT, TPOT, tokens/s, hits, bytes."""
     store = Store(store_path)
     settings = _settings(store, "zipmoe", memory_budget, workers, policy, storage_profile,
-                         bandwidth, direct, full_ratio, threads)
+                         bandwidth, direct, full_ratio, threads, prefetch)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
     prompt_list = prompts or DEFAULT_PROMPTS
     with _progress("bench") as progress:

@@ -63,6 +63,7 @@ class EngineSettings:
     bandwidth_source: str = ""
     direct: bool = True                    # O_DIRECT where the file system allows
     full_ratio: float | None = None        # fix the full-pool share instead of planning it
+    prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -115,7 +116,7 @@ class Engine:
         else:
             self.experts = ZipMoEExperts(self.store, settings.memory_budget,
                                          self._reader(self.store.data_path), settings.workers,
-                                         settings.policy, settings.full_ratio)
+                                         settings.policy, settings.full_ratio, settings.prefetch)
             self.storage = self.experts.reader.describe()
         try:
             self.model = MoEModel(self.store.config, dense, self.experts)
@@ -183,6 +184,14 @@ class Engine:
         self.close()
 
 
+def prefetch_summary(experts: dict[str, Any]) -> str:
+    """Share of expert activations served by a prefetch, and the share of prefetches used."""
+    precision = experts.get("prefetch_precision")
+    if precision is None:
+        return "-"
+    return f"{experts['prefetched'] / max(1, experts['activations']):.1%} ({precision:.0%} used)"
+
+
 def compare_logits(runs: dict[str, list[Generation]]) -> dict[str, Any]:
     """Whether every mode produced bit-identical logits (and tokens) for every step."""
     modes = list(runs)
@@ -238,6 +247,7 @@ def bench(store: Store | str | Path, settings: EngineSettings,
                      "budget_share_of_experts": settings.memory_budget
                      / max(1, store.total_expert_bytes),
                      "workers": settings.workers, "policy": settings.policy,
+                     "prefetch": settings.prefetch,
                      "max_new_tokens": max_new_tokens, "prompts": list(prompts),
                      "torch_threads": torch.get_num_threads()},
         "results": results,

@@ -41,7 +41,11 @@ class ExpertWeights(NamedTuple):
 
 
 class ExpertProvider(Protocol):
-    """Delivers a layer's routed experts; ``tokens`` maps expert id -> tokens routed to it."""
+    """Delivers a layer's routed experts; ``tokens`` maps expert id -> tokens routed to it.
+
+    A provider may also have ``prefetch(layer, tokens)``: the model then calls it, right after
+    ``fetch`` for the layer before, with the experts it predicts ``layer`` will route to.
+    """
 
     def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
         ...
@@ -229,13 +233,40 @@ class MoEModel:
             weights = weights / weights.sum(dim=-1, keepdim=True)
         return weights, ids
 
-    def _moe(self, layer: int, x: torch.Tensor) -> torch.Tensor:
+    def _gate(self, layer: int) -> torch.Tensor:
+        block = "block_sparse_moe" if self.config.family == "mixtral" else "mlp"
+        return self.w[f"model.layers.{layer}.{block}.gate.weight"]
+
+    def _counts(self, ids: torch.Tensor) -> list[int]:
+        return torch.bincount(ids.reshape(-1), minlength=self.config.num_experts).tolist()
+
+    def _next_moe_layer(self, layer: int) -> int | None:
+        return next((m for m in self.config.moe_layers if m > layer), None)
+
+    def _prefetch_next(self, layer: int, residual: torch.Tensor) -> None:
+        """Lookahead routing [ours]: the next MoE layer's router, applied to the residual stream
+        as it enters this layer's MoE (normed with the next layer's norm), predicts the next
+        layer's experts; the ``top_k`` with the most predicted tokens are prefetched. The stream
+        changes little over one MoE and one attention, so the guess is mostly right. (The
+        authors' engine prefetches the next layer too, predicted from routing frequencies.)"""
+        prefetch = getattr(self.experts, "prefetch", None)
+        nxt = self._next_moe_layer(layer)
+        if prefetch is None or nxt is None:
+            return
+        cfg = self.config
+        h = rms_norm(residual, self.w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
+                     cfg.rms_norm_eps)
+        counts = self._counts(self.route(F.linear(h, self._gate(nxt)))[1])
+        top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: -counts[e])
+        prefetch(nxt, {e: counts[e] for e in top[:cfg.top_k]})
+
+    def _moe(self, layer: int, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        """x: the normed MoE input; residual: the stream it was normed from (for lookahead)."""
         cfg, w = self.config, self.w
-        block = "block_sparse_moe" if cfg.family == "mixtral" else "mlp"
-        weights, ids = self.route(F.linear(x, w[f"model.layers.{layer}.{block}.gate.weight"]))
+        weights, ids = self.route(F.linear(x, self._gate(layer)))
         flat = ids.reshape(-1)
         order = torch.argsort(flat, stable=True)
-        counts = torch.bincount(flat, minlength=cfg.num_experts).tolist()
+        counts = self._counts(ids)
         assignment: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         begin = 0
         for expert, count in enumerate(counts):
@@ -244,7 +275,9 @@ class MoEModel:
                 assignment[expert] = (pos // cfg.top_k, pos % cfg.top_k)  # token rows, top-k slot
                 begin += count
         contributions: dict[int, torch.Tensor] = {}
-        for expert, ew in self.experts.fetch(layer, {e: counts[e] for e in assignment}):
+        deliveries = self.experts.fetch(layer, {e: counts[e] for e in assignment})
+        self._prefetch_next(layer, residual)  # queued behind this layer's own reads
+        for expert, ew in deliveries:
             rows, slots = assignment[expert]
             contributions[expert] = expert_ffn(x[rows], ew) * weights[rows, slots, None]
         if set(contributions) != set(assignment):
@@ -282,6 +315,7 @@ class MoEModel:
             x = x + self._attention(layer, rms_norm(x, w[p + "input_layernorm.weight"],
                                                     cfg.rms_norm_eps), cache, start)
             h = rms_norm(x, w[p + "post_attention_layernorm.weight"], cfg.rms_norm_eps)
-            x = x + (self._moe(layer, h) if layer in cfg.moe_layers else self._mlp(p + "mlp.", h))
+            x = x + (self._moe(layer, h, x) if layer in cfg.moe_layers
+                     else self._mlp(p + "mlp.", h))
         x = rms_norm(x, w["model.norm.weight"], cfg.rms_norm_eps)
         return F.linear(x, self.lm_head)

@@ -18,9 +18,16 @@ Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
 4. The delay of a layer with f full and s SM hits is max(C, IO):
        C  = ceil(K (k - f) T / L) * (d_dec / K + d_sm * CR / K)     decode workers (each also
                                                                      reads its exponent chunk)
-       IO = T * d_sm * (k - f - s) + s * T * d_sm * CR               the I/O thread
+       IO = T * d_sm * (k - f - s) + (k - f) * T * d_sm * CR         the storage device
    with T tensors per expert, K chunks, L workers, d_dec the decode time and d_sm the
    sign-mantissa read time of one tensor, CR = compressed exponent bytes / sign-mantissa bytes.
+   [ours] The authors' IO term, T d_sm (k - f - s) + s T d_sm CR, counts the exponent reads of
+   SM hits but not those of misses, as if the workers' reads of a miss's exponents used a second
+   device. The I/O thread and the workers read from one device, so edgekit's IO is every byte the
+   layer reads: sign-mantissa bytes of the misses and exponents of every expert not in the full
+   pool. On the benchmark (benchmarks/README.md, zipmoe.py) the authors' term planned 4 full + 7
+   SM slots per layer, and this one plans fewer full slots, which read fewer bytes and served
+   more tokens per second.
    The expected delay over r is smoothed (centred window of 5) and its argmin is the plan.
 
 edgekit measures d_dec and d_sm on the device at hand instead of using the paper's constants.
@@ -159,7 +166,7 @@ class DelayModel:
         compute = math.ceil(ops / self.workers) * (self.decode_s / kc
                                                    + self.sm_read_s * self.compression_ratio / kc)
         io = t * self.sm_read_s * (self.k - full_hits - sm_hits) \
-            + sm_hits * t * self.sm_read_s * self.compression_ratio
+            + (self.k - full_hits) * t * self.sm_read_s * self.compression_ratio
         return max(compute, io)
 
 

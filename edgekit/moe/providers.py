@@ -9,7 +9,9 @@ give bit-identical logits; they differ only in what is held in memory and what i
     ZipMoEExperts    full and SM-only pools per layer (cache.py), the Type-I/Type-II order
                      (scheduler.py), one I/O thread reading sign-mantissa bytes and L decode
                      workers reading and decompressing exponent chunks, overlapping the
-                     layer's compute on the experts already there
+                     layer's compute on the experts already there; and the next layer's
+                     predicted experts prefetched behind the current layer's reads, as the
+                     authors' engine does (``prefetch``; the model predicts, model.py)
 """
 from __future__ import annotations
 
@@ -44,14 +46,20 @@ class ExpertStats:
     full_hits: int = 0       # decoded expert already in memory
     sm_hits: int = 0         # sign-mantissa bytes in memory, exponents read and decoded
     misses: int = 0          # everything read (and decoded, for ZipMoE)
+    prefetched: int = 0      # of the SM hits and misses: reads started by a prefetch
+    prefetch_wasted: int = 0  # prefetched experts the layer did not route to
     wait_s: float = 0.0      # time the compute thread spent waiting for experts
 
     def to_json(self) -> dict[str, float]:
         n = max(1, self.activations)
+        issued = self.prefetched + self.prefetch_wasted
         return {"activations": self.activations, "full_hits": self.full_hits,
                 "sm_hits": self.sm_hits, "misses": self.misses,
                 "full_hit_rate": self.full_hits / n, "sm_hit_rate": self.sm_hits / n,
-                "miss_rate": self.misses / n, "wait_s": self.wait_s}
+                "miss_rate": self.misses / n, "prefetched": self.prefetched,
+                "prefetch_wasted": self.prefetch_wasted,
+                "prefetch_precision": self.prefetched / issued if issued else None,
+                "wait_s": self.wait_s}
 
 
 def _tensor_from_bytes(data: bytes, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
@@ -179,10 +187,13 @@ def _scratch_dir(store: Store, scratch: str | Path | None) -> str | None:
 # --------------------------------------------------------------------------------------------
 
 class _ExpertJob:
-    """Reads and decodes of one expert; the last operation to finish hands it to the engine."""
+    """Reads and decodes of one expert; when the last operation finishes (or one fails) the job
+    goes to the ``done`` queue of the layer step that uses it. A prefetched job gets its queue
+    only when that step adopts it (``deliver_to``), perhaps after it has finished."""
 
     def __init__(self, layer: int, expert: int, tokens: int, entries: tuple[TensorEntry, ...],
-                 raws: list[bytes] | None, decision: str, done: queue.SimpleQueue) -> None:
+                 raws: list[bytes] | None, decision: str,
+                 done: queue.SimpleQueue | None = None) -> None:
         self.layer, self.expert, self.tokens = layer, expert, tokens
         self.entries, self.decision = entries, decision
         self.type_i = raws is None
@@ -192,20 +203,37 @@ class _ExpertJob:
         self.error: BaseException | None = None
         self.lock = threading.Lock()
         self.done = done
+        self.over = False  # finished or failed
+        self.futures: list[cf.Future] = []
+
+    def _end(self) -> None:
+        """Called with the lock held, once."""
+        self.over = True
+        if self.done is not None:
+            self.done.put(self)
+
+    def deliver_to(self, done: queue.SimpleQueue) -> None:
+        with self.lock:
+            self.done = done
+            if self.over:
+                done.put(self)
 
     def finish_one(self) -> None:
         with self.lock:
             self.pending -= 1
-            last = self.pending == 0
-        if last:
-            self.done.put(self)
+            if self.pending == 0 and self.error is None:
+                self._end()
 
     def fail(self, exc: BaseException) -> None:
         with self.lock:
-            first = self.error is None
-            self.error = exc if first else self.error
-        if first:
-            self.done.put(self)
+            if self.error is None:
+                self.error = exc
+                self._end()
+
+    def cancel(self) -> None:
+        """Drop the operations not started yet (a prefetch nobody needs)."""
+        for future in self.futures:
+            future.cancel()
 
 
 def _span(entry: TensorEntry) -> tuple[int, int]:
@@ -223,13 +251,16 @@ class ZipMoEExperts:
     a Python task costs tens of microseconds and an expert's T tensors x K chunks would spend
     more on dispatch than on decoding. The I/O thread reads the sign-mantissa bytes of Type-I
     jobs, as in the authors' engine; the compute thread rebuilds each tensor (vectorised) just
-    before using it, like the authors' reconstruction kernel on the compute stream.
+    before using it, like the authors' reconstruction kernel on the compute stream. (Rebuilding
+    on the thread that brings a tensor's last part was measured slower: the workers then issue
+    their next reads later and the storage channel idles.)
     """
 
     mode = "zipmoe"
 
     def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
-                 policy: str = "zipmoe", full_ratio: float | None = None) -> None:
+                 policy: str = "zipmoe", full_ratio: float | None = None,
+                 prefetch: bool = True) -> None:
         cfg = store.config
         self.store, self.reader, self.workers = store, reader, max(1, workers)
         self.stats = ExpertStats()
@@ -265,6 +296,8 @@ class ZipMoEExperts:
         self.cache = ZipMoECache(list(cfg.moe_layers), cfg.num_experts, self.plan.full_slots,
                                  self.plan.sm_slots, self.full_bytes, self.sm_bytes, policy)
         self.policy = policy
+        self.prefetch_enabled = prefetch
+        self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
     def _profile(self, repeats: int = 3) -> dict[str, float]:
@@ -332,14 +365,55 @@ class ZipMoEExperts:
                                for t, e in enumerate(job.entries)))
 
     # -- the provider ------------------------------------------------------------------------
+    def _submit(self, jobs: list[Job[_ExpertJob]]) -> None:
+        """Queue the jobs' reads and decodes in the Type-I/Type-II order (scheduler.py)."""
+        dm = self.delay_model
+        core = SchedulerCore(self.workers, self.tensors_per_expert,
+                             dm.decode_s + dm.sm_read_s * dm.compression_ratio,
+                             self.tensors_per_expert * dm.sm_read_s)
+        for scheduled in schedule(jobs, core):
+            job = scheduled.item
+            if job.type_i:
+                job.futures.append(self.io_thread.submit(self._read_sm, job))
+            for t in range(len(job.entries)):
+                job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t))
+
+    def _drop_prefetches(self, keep_layer: int | None = None) -> None:
+        for key in [k for k in self.prefetched if k[0] != keep_layer]:
+            self.prefetched.pop(key).cancel()
+            self.stats.prefetch_wasted += 1
+
+    def prefetch(self, layer: int, tokens: dict[int, int]) -> None:
+        """Start reading and decoding the experts ``layer`` is predicted to use (``tokens``: the
+        predicted token counts), queued behind the reads already submitted. ``fetch`` adopts
+        the ones the layer really routes to and cancels the rest; nothing enters a pool before
+        its use, so the admission and eviction decisions stay those of on-demand serving."""
+        if not self.prefetch_enabled:
+            return
+        self._drop_prefetches(keep_layer=layer)
+        full, sm = self.cache.full[layer], self.cache.sm[layer]
+        jobs = []
+        for expert, n in tokens.items():
+            key = (layer, expert)
+            if expert in full or key in self.prefetched:
+                continue
+            raws = sm.items.get(expert)  # a peek: the hit is counted when the layer uses it
+            job = _ExpertJob(layer, expert, n, self.store.expert_entries(layer, expert), raws,
+                             decision="")
+            self.prefetched[key] = job
+            jobs.append(Job(n, job.type_i, job))
+        self._submit(jobs)
+
     def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
+        """Submit the layer's reads now (before any prefetch for the next layer is queued) and
+        return the experts as they become ready."""
         cache = self.cache
         full, sm = cache.full[layer], cache.sm[layer]
         cache.record(layer, tokens)
         ready = [e for e in sorted(tokens) if e in full]
         full.locked.update(ready)
         done: queue.SimpleQueue = queue.SimpleQueue()
-        jobs = []
+        jobs, adopted = [], []
         for expert in sorted(tokens):
             if expert in full:
                 continue
@@ -348,20 +422,24 @@ class ZipMoEExperts:
             if expert in sm:
                 raws = sm.hit(expert, tokens[expert])
                 sm.locked.add(expert)
+            job = self.prefetched.pop((layer, expert), None)
+            if job is not None:
+                job.tokens, job.decision = tokens[expert], decision
+                job.deliver_to(done)
+                adopted.append(job)
+                continue
             job = _ExpertJob(layer, expert, tokens[expert],
                              self.store.expert_entries(layer, expert), raws, decision, done)
             jobs.append(Job(tokens[expert], job.type_i, job))
-        dm = self.delay_model
-        core = SchedulerCore(self.workers, self.tensors_per_expert,
-                             dm.decode_s + dm.sm_read_s * dm.compression_ratio,
-                             self.tensors_per_expert * dm.sm_read_s)
-        futures = []
-        for scheduled in schedule(jobs, core):
-            job = scheduled.item
-            if job.type_i:
-                futures.append(self.io_thread.submit(self._read_sm, job))
-            for t in range(len(job.entries)):
-                futures.append(self.decode_pool.submit(self._decode_tensor, job, t))
+        self._drop_prefetches()  # mispredicted: whatever has not started is cancelled
+        self._submit(jobs)
+        self.stats.prefetched += len(adopted)
+        return self._deliver(layer, tokens, ready, [j.item for j in jobs] + adopted, done)
+
+    def _deliver(self, layer: int, tokens: dict[int, int], ready: list[int],
+                 jobs: list[_ExpertJob], done: queue.SimpleQueue
+                 ) -> Iterator[tuple[int, ExpertWeights]]:
+        full, sm = self.cache.full[layer], self.cache.sm[layer]
         try:
             for expert in ready:
                 self.stats.activations += 1
@@ -382,6 +460,7 @@ class ZipMoEExperts:
                 self._admit(layer, job, weights)
                 yield job.expert, weights
         finally:
+            futures = [f for job in jobs for f in job.futures]
             if any(not f.done() for f in futures):  # an error: let the rest finish first
                 cf.wait(futures)
             full.locked.clear()
@@ -396,6 +475,7 @@ class ZipMoEExperts:
 
     def describe(self) -> dict[str, object]:
         return {"policy": self.policy, "workers": self.workers, "chunks": self.chunks,
+                "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
                 "plan": self.plan.to_json(),
                 "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
                             "sm_read_ms_per_tensor": self.profile["sm_read_s"] * 1e3,
@@ -406,6 +486,7 @@ class ZipMoEExperts:
                 "bytes_read": self.reader.stats.bytes, "reads": self.reader.stats.reads}
 
     def close(self) -> None:
+        self._drop_prefetches()
         self.decode_pool.shutdown(wait=True)
         self.io_thread.shutdown(wait=True)
         self.reader.close()
