@@ -247,14 +247,22 @@ class MoEModel:
         """Lookahead routing [ours]: the next MoE layer's router, applied to the residual stream
         as it enters this layer's MoE (normed with the next layer's norm), predicts the next
         layer's experts; the ``top_k`` with the most predicted tokens are prefetched. The stream
-        changes little over one MoE and one attention, so the guess is mostly right. (The
-        authors' engine prefetches the next layer too, predicted from routing frequencies.)"""
+        changes little over one MoE and one attention, so the guess is mostly right. After the
+        last MoE layer the guess is for the next token's first MoE layer: the LM head on the
+        same stream guesses the greedy next token, and its embedding stands in for the stream.
+        (The authors' engine also prefetches the next layer, wrapping from the last to the
+        first, but predicts from routing frequencies.)"""
         prefetch = getattr(self.experts, "prefetch", None)
-        nxt = self._next_moe_layer(layer)
-        if prefetch is None or nxt is None:
+        if prefetch is None:
             return
-        cfg = self.config
-        h = rms_norm(residual, self.w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
+        cfg, w = self.config, self.w
+        nxt = self._next_moe_layer(layer)
+        if nxt is None:
+            last = rms_norm(residual[-1:], w["model.norm.weight"], cfg.rms_norm_eps)
+            token = int(F.linear(last, self.lm_head).argmax())
+            residual = w["model.embed_tokens.weight"][token:token + 1]
+            nxt = cfg.moe_layers[0]
+        h = rms_norm(residual, w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
                      cfg.rms_norm_eps)
         counts = self._counts(self.route(F.linear(h, self._gate(nxt)))[1])
         top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: -counts[e])
