@@ -55,7 +55,8 @@ def test_bad_bandwidth_is_a_usage_error(text):
 
 def test_bad_link_values_exit_2_with_one_line():
     runner = CliRunner()
-    for args in (["--bandwidth", "10MB"], ["--loss", "0.7"], ["--latency-ms", "-1"]):
+    for args in (["--bandwidth", "10MB"], ["--loss", "0.7"], ["--latency-ms", "-1"],
+                 ["--tokens=0"], ["--tokens=-4"], ["--tokens=15"]):
         result = runner.invoke(cli, ["astra", "run", "--mode", "sp", *args])
         assert result.exit_code == 2, result.output
         assert len(result.output.strip().splitlines()) == 1

@@ -25,10 +25,10 @@ def model_config(name: str, tokens: int | None = None, groups: int | None = None
         raise UnknownNameError("ASTRA runtime model", name, MODEL_CONFIGS)
     config = dict(DIGITS_CONFIG) if name == "digits" else paper_config(name)
     if tokens is not None:
-        side = math.isqrt(tokens)
-        if tokens < 1 or side * side != tokens:
-            raise UsageError(f"--tokens {tokens} is not a square number",
+        if tokens < 1 or math.isqrt(tokens) ** 2 != tokens:
+            raise UsageError(f"--tokens must be a positive square number, got {tokens}",
                              hint="ViT patch grids are square: use 16, 256, 1024, ...")
+        side = math.isqrt(tokens)
         config["image_size"] = side * config["patch_size"]
     if groups is not None:
         config["groups"] = groups
