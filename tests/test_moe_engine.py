@@ -327,6 +327,13 @@ def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
         with pytest.raises(StoreError, match="experts.5.up_proj.weight': sign-mantissa bytes "
                                              "fails its CRC-32"):
             list(engine.experts.fetch(1, {e: 1 for e in range(8)}))
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        experts = engine.experts
+        experts.prefetch(1, {5: 1, 6: 1})  # a wrong guess that reads the bad tensor: no error
+        assert sorted(dict(experts.fetch(1, {6: 1}))) == [6]
+        experts.prefetch(1, {5: 1})  # a right one: the error reaches the layer that uses it
+        with pytest.raises(StoreError, match="experts.5.up_proj.weight'"):
+            list(experts.fetch(1, {5: 1}))
 
 
 def test_rope_scaling_is_refused_when_serving(tmp_path):
