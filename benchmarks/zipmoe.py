@@ -13,7 +13,8 @@ Serving: a ``make-tiny --size small`` Qwen-MoE-style checkpoint (4 MoE layers x 
 25 % of the experts with storage reads capped at the Jetson AGX Orin 64GB profile's storage
 bandwidth (buffered reads from the page cache, so the cap alone sets the read speed). Every round
 runs zipmoe, zipmoe without the next-layer prefetch, naive and memory (fresh engines, cold caches,
-same prompts, the order rotating between rounds); the table quotes the median over rounds. Target: ZipMoE >= 2x the naive baseline's tokens/s.
+same prompts, the order rotating between rounds); the table quotes the median over rounds.
+Target: ZipMoE >= 2x the naive baseline's tokens/s.
 
     python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick]
 """
