@@ -5,9 +5,10 @@ Per block every rank sends its local patch tokens' block input to the others and
 local + remote. The exchange is started before the block and waited for only after the local
 tokens' Q/K/V projections, so those hide part of its wire time (and the peers' jitter). The
 class-token copies are never sent; after the last block their outputs are averaged (an
-all-reduce of [B, D]) before the head: the distributed class token of ASTRA. In full precision (``sp``) all copies are identical and the result equals the
-single device's; in ``astra`` the remote tokens arrive as bit-packed VQ code indices, and with
-one VQ group their keys and values are looked up per code (``AstraBlock.code_keys_values``).
+all-reduce of [B, D]) before the head: the distributed class token of ASTRA. In full precision
+(``sp``) all copies are identical and the result equals the single device's; in ``astra`` the
+remote tokens arrive as bit-packed VQ code indices, and with one VQ group their keys and values
+are looked up per code (``AstraBlock.code_keys_values``).
 """
 from __future__ import annotations
 
