@@ -87,6 +87,10 @@ class Pool:
     def can_admit(self) -> bool:
         return self.has_free() or any(k not in self.locked for k in self.items)
 
+    def peek(self, key: Hashable) -> Any:
+        """The value held for ``key`` (None if absent) without counting a hit."""
+        return self.items.get(key)
+
     def hit(self, key: Hashable, tokens: int) -> Any:
         self.policy.on_hit(key, tokens)
         return self.items[key]

@@ -397,7 +397,7 @@ class ZipMoEExperts:
             key = (layer, expert)
             if expert in full or key in self.prefetched:
                 continue
-            raws = sm.items.get(expert)  # a peek: the hit is counted when the layer uses it
+            raws = sm.peek(expert)  # the hit is counted when the layer uses it
             job = _ExpertJob(layer, expert, n, self.store.expert_entries(layer, expert), raws,
                              decision="")
             self.prefetched[key] = job
