@@ -126,6 +126,9 @@ def split_planes(tensor: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return exponent, np.concatenate([sm, low.view(np.uint8)])
 
 
+_SIGN_MANTISSA = np.int16(0x807F - 0x10000)  # bits 15 and 0..6 of a 16-bit word, as int16
+
+
 def reconstruct_into(out: np.ndarray, exponent: np.ndarray, raw: np.ndarray,
                      start: int = 0, stop: int | None = None) -> None:
     """Write values ``start:stop`` of ``out`` (uint16 or uint32 words) from their two planes.
@@ -140,11 +143,11 @@ def reconstruct_into(out: np.ndarray, exponent: np.ndarray, raw: np.ndarray,
         dst, tmp = out[start:stop], np.empty(stop - start, np.uint16)
     else:
         dst, tmp = np.empty(stop - start, np.uint16), np.empty(stop - start, np.uint16)
-    # hi = (sm & 0x7F) | (sm & 0x80) << 8 | e << 7, as w = v + (v & 0x80) * 255 | e << 7, v = sm
-    np.copyto(dst, sm, casting="unsafe")
-    np.bitwise_and(dst, 0x80, out=tmp)
-    np.multiply(tmp, 255, out=tmp)
-    np.add(dst, tmp, out=dst)
+    # hi = sign << 15 | e << 7 | mantissa in five passes: sm read as int8 and widened to int16
+    # copies the sign into bits 7..15, the mask keeps bits 15 and 0..6, the exponent fills 7..14.
+    signed = dst.view(np.int16)
+    np.copyto(signed, sm.view(np.int8), casting="unsafe")
+    np.bitwise_and(signed, _SIGN_MANTISSA, out=signed)
     np.copyto(tmp, exponent, casting="unsafe")
     np.left_shift(tmp, 7, out=tmp)
     np.bitwise_or(dst, tmp, out=dst)

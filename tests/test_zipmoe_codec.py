@@ -45,6 +45,22 @@ def test_round_trip_edge_shapes(shape):
     assert torch.equal(_bits(z.decode(enc)), _bits(t))
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32])
+def test_every_16_bit_pattern_survives_the_split(dtype):
+    """All 65536 upper halves (every sign, exponent and NaN payload), in every chunk slice."""
+    words = torch.arange(-(1 << 15), 1 << 15, dtype=torch.int32)
+    if dtype == torch.float32:
+        t = (words << 16 | (words * 40503) & 0xFFFF).view(torch.float32)
+    else:
+        t = words.to(torch.int16).view(dtype)
+    exponent, raw = z.split_planes(t)
+    assert torch.equal(_bits(z.merge_planes(exponent, raw, dtype, t.shape)), _bits(t))
+    out = np.empty(t.numel(), z.split_for(dtype).word)
+    for start, stop in z.chunk_bounds(t.numel(), 3):
+        z.reconstruct_into(out, exponent[start:stop], raw, start, stop)
+    assert torch.equal(_bits(z.words_to_tensor(out, z.split_for(dtype), t.shape)), _bits(t))
+
+
 def test_split_formulas_of_known_bf16_values():
     # 1.0 = 0x3F80, -2.0 = 0xC000, -1.5 = 0xBFC0
     t = torch.tensor([1.0, -2.0, -1.5], dtype=torch.bfloat16)
