@@ -18,7 +18,7 @@ from edgekit.moe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECache
 from edgekit.moe.compress import compress_checkpoint
 from edgekit.moe.engine import Engine, EngineSettings, bench, parse_size
 from edgekit.moe.hf_checkpoint import Checkpoint
-from edgekit.moe.io import BandwidthCap, StorageReader
+from edgekit.moe.io import BandwidthCap, StorageReader, wait_until
 from edgekit.moe.model import ExpertWeights, KVCache, MoEModel
 from edgekit.moe.scheduler import Job, SchedulerCore, schedule
 from edgekit.moe.store import Store, StoreError
@@ -142,6 +142,20 @@ def test_plan_respects_the_budget_and_prefers_full_when_decoding_is_slow():
     assert planner.plan_pools(pop, fast, 8, 900, 100, 50).full_slots == 8
 
 
+def test_pool_slots_give_the_full_share_remainder_to_sm_slots():
+    # the benchmark's layer: 6 MiB budget, 768 KiB experts, 384 KiB SM-only; r = 0.27 floors to
+    # 2 full slots, and the remaining 4.5 MiB hold 12 SM slots (flooring 0.73 of it: only 11)
+    assert planner.pool_slots(0.27, 6 * 2**20, 786432, 393216, 32) == (2, 12)
+    assert planner.pool_slots(0.27, 6 * 2**20, 786432, 393216, 10) == (2, 8)   # expert count
+    assert planner.pool_slots(1.0, 650, 100, 50, 8) == (6, 1)
+    pop = planner.popularity_by_rank([[50, 30, 10, 5, 3, 1, 1, 0]], 8)
+    model = planner.DelayModel(2, 3, 4, 2, decode_s=1e-3, sm_read_s=1e-3, compression_ratio=0.3)
+    for budget in (250, 430, 560):
+        plan = planner.plan_pools(pop, model, 8, budget, 100, 50)
+        used = plan.full_slots * 100 + plan.sm_slots * 50
+        assert used <= budget and (budget - used < 50 or plan.full_slots + plan.sm_slots == 8)
+
+
 def test_delay_model_reads_every_byte_from_one_device():
     """k=4, T=3, K=4, L=2, d_dec=0.4 ms, d_sm=1 ms, CR=0.25."""
     model = planner.DelayModel(4, 3, 4, 2, decode_s=4e-4, sm_read_s=1e-3, compression_ratio=0.25)
@@ -204,6 +218,10 @@ def test_scheduler_alternates_type_i_and_type_ii():
     core = SchedulerCore(workers=1, ops_per_job=1, op_s=1.0, sm_read_s=2.0)
     order = [j.item for j in schedule(jobs, core)]
     assert order == ["I5", "II8", "II6", "I3", "II4", "I1", "II2"]
+    # exponent reads on the I/O side too (edgekit's engine): I/O stays the longer side
+    core = SchedulerCore(workers=1, ops_per_job=1, op_s=1.0, sm_read_s=2.0, exp_read_s=1.0)
+    order = [j.item for j in schedule(jobs, core)]
+    assert order == ["I5", "II8", "II6", "II4", "II2", "I3", "I1"]
 
 
 # -- storage reads ---------------------------------------------------------------------------
@@ -223,6 +241,23 @@ def test_reader_direct_or_buffered_and_bandwidth_cap(tmp_path):
         reader.read(0, 2_000_000)
         assert time.perf_counter() - t0 >= 0.019
         assert reader.describe()["bandwidth"] == "capped at 0.1 GB/s"
+
+
+def test_read_ahead_books_the_channel_and_returns_at_once(tmp_path):
+    path = tmp_path / "blob"
+    path.write_bytes(bytes(range(256)) * 1000)
+    cap = BandwidthCap(10e6, "test")
+    with StorageReader(path, direct=False, cap=cap) as reader:
+        t0 = time.perf_counter()
+        first, ready_1 = reader.read_ahead(0, 100_000)
+        _, ready_2 = reader.read_ahead(100_000, 100_000)
+        assert time.perf_counter() - t0 < 0.009 and first == path.read_bytes()[:100_000]
+        assert ready_1 >= t0 + 0.01 and ready_2 == pytest.approx(ready_1 + 0.01)
+        cap.throttle(0.005)  # 20 ms booked: returns with at most 5 ms left
+        assert ready_2 - time.perf_counter() <= 0.005 and time.perf_counter() - t0 >= 0.014
+        wait_until(ready_2)
+        assert time.perf_counter() >= ready_2
+        assert (reader.stats.reads, reader.stats.bytes) == (2, 200_000)
 
 
 def test_parse_size():
@@ -310,6 +345,32 @@ def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores
         experts.prefetch(0, {3: 1})
         experts.prefetch(1, {4: 1})  # a prefetch for another layer drops the older one
         assert stats.prefetch_wasted == 3 and list(experts.prefetched) == [(1, 4)]
+
+
+def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores):
+    _, store_dir = stores["qwen"]
+    store = Store(store_dir)
+    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test")
+    with Engine(store, settings) as engine:
+        experts = engine.experts
+        reads: list[int] = []
+        real = experts.reader.read_ahead
+
+        def logged(offset: int, size: int):
+            reads.append(offset)
+            return real(offset, size)
+
+        experts.reader.read_ahead = logged
+        got = dict(experts.fetch(1, {5: 1}))
+        entries = store.expert_entries(1, 5)
+        # every tensor's sign-mantissa bytes, then its exponent chunks, tensor by tensor
+        assert reads == [o for e in entries for o in (e.raw.offset, e.chunks[0].offset)]
+        assert sorted(got) == [5]
+        reads.clear()
+        experts.prefetch(1, {0: 1, 1: 1, 2: 1})  # 18 reads of 0.35-1 ms each at 2 MB/s
+        dict(experts.fetch(1, {3: 1}))              # drops them: at most a few were booked
+        assert len(reads) <= 6 + 4
+        assert experts.stats.prefetch_wasted == 3
 
 
 def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):

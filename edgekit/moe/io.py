@@ -9,6 +9,12 @@ before it, performs the real read, then sleeps until its reserved slot ends. Con
 (the I/O thread and the decode workers) therefore share the bandwidth as they would share one
 SSD or eMMC, and a read is never faster than the real one. Sleeping releases the GIL, so decoding
 and compute go on meanwhile. Reports carry ``describe()``: which mode, which bandwidth, from where.
+
+``read_ahead`` is the non-blocking form for an engine that queues reads ahead of their use (as
+an NVMe queue or io_uring would): it performs the real read now and returns the bytes with the
+time the capped channel delivers them; the consumer calls ``wait_until`` before using them.
+``BandwidthCap.throttle`` keeps such a reader from booking more than a set backlog, so reads not
+yet booked can still be cancelled.
 """
 from __future__ import annotations
 
@@ -40,6 +46,19 @@ class BandwidthCap:
             start = max(time.perf_counter(), self._busy_until)
             self._busy_until = start + size / self.bytes_per_s
             return self._busy_until
+
+    def throttle(self, backlog_s: float) -> None:
+        """Sleep until at most ``backlog_s`` of reads are booked ahead of now."""
+        delay = self._busy_until - backlog_s - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+
+
+def wait_until(ready_at: float) -> None:
+    """Sleep until the monotonic time ``ready_at`` (from ``StorageReader.read_ahead``)."""
+    delay = ready_at - time.perf_counter()
+    if delay > 0:
+        time.sleep(delay)
 
 
 @dataclass
@@ -107,14 +126,23 @@ class StorageReader:
     def read(self, offset: int, size: int) -> bytes:
         """``size`` bytes at ``offset`` (fewer only at the end of the file)."""
         t0 = time.perf_counter()
-        deadline = self.cap.reserve(size) if self.cap is not None else 0.0
-        data = self._read_direct(offset, size) if self.direct else os.pread(self._fd, size, offset)
-        if self.cap is not None:
-            delay = deadline - time.perf_counter()
-            if delay > 0:
-                time.sleep(delay)
+        data, ready_at = self._book_and_read(offset, size)
+        wait_until(ready_at)
         self.stats.add(len(data), time.perf_counter() - t0)
         return data
+
+    def read_ahead(self, offset: int, size: int) -> tuple[bytes, float]:
+        """The bytes now, and the time a capped channel delivers them (0 when uncapped); the
+        stats count the real read's time."""
+        t0 = time.perf_counter()
+        data, ready_at = self._book_and_read(offset, size)
+        self.stats.add(len(data), time.perf_counter() - t0)
+        return data, ready_at
+
+    def _book_and_read(self, offset: int, size: int) -> tuple[bytes, float]:
+        deadline = self.cap.reserve(size) if self.cap is not None else 0.0
+        data = self._read_direct(offset, size) if self.direct else os.pread(self._fd, size, offset)
+        return data, deadline
 
     def _read_direct(self, offset: int, size: int) -> bytes:
         start = offset - offset % BLOCK

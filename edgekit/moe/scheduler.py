@@ -9,6 +9,10 @@ A layer's experts that are not in the full pool become jobs:
 Both kinds sit in max-heaps by token count. The loop submits one Type-I job, then Type-II jobs
 until the decode workers' estimated busy time exceeds the I/O thread's, and repeats, so the one
 I/O channel and the L workers stay busy together (makespan <= (3 - 1/L) OPT [paper]).
+
+[ours] edgekit's engine reads the exponents on the I/O thread too (providers.py), so its
+``SchedulerCore`` counts each job's exponent reads as I/O time (``exp_read_s``) and only
+decoding as worker time; with ``exp_read_s = 0`` and the read inside ``op_s`` it is the authors'.
 """
 from __future__ import annotations
 
@@ -27,18 +31,21 @@ class SchedulerCore:
     """Running estimate of the I/O thread's and the workers' busy time for one layer."""
 
     workers: int
-    ops_per_job: int           # K chunks x T tensors
-    op_s: float                # one chunk: d_dec / K + its exponent read
+    ops_per_job: int           # worker operations per job (authors: K chunks x T tensors)
+    op_s: float                # one operation (authors: d_dec / K + its exponent read)
     sm_read_s: float           # one job's sign-mantissa reads: T x d_sm
+    exp_read_s: float = 0.0    # one job's exponent reads when the I/O thread does them
     ops: int = 0
     sm_reads: int = 0
+    jobs: int = 0
 
     def add(self, type_i: bool) -> bool:
         """Account for one job; True when decoding is now the longer of the two."""
         self.sm_reads += int(type_i)
+        self.jobs += 1
         self.ops += self.ops_per_job
         compute = math.ceil(self.ops / self.workers) * self.op_s
-        return compute > self.sm_reads * self.sm_read_s
+        return compute > self.sm_reads * self.sm_read_s + self.jobs * self.exp_read_s
 
 
 @dataclass(frozen=True)
