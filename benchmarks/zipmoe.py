@@ -36,7 +36,7 @@ from safetensors.torch import load_file
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.moe.compress import compress_checkpoint
 from edgekit.moe.engine import (DEFAULT_PROMPTS, Engine, EngineSettings, compare_logits,
-                                 parse_size, prefetch_summary)
+                                 default_workers, parse_size, prefetch_summary)
 from edgekit.moe.store import Store
 from edgekit.moe.tiny import make_tiny_checkpoint
 from edgekit.profiles import load_profile
@@ -130,7 +130,7 @@ def serving(rounds: int, new_tokens: int, workdir: Path) -> dict:
     bandwidth = load_profile(PROFILE).storage_bandwidth_bytes_s
     budget = parse_size("25%", store.total_expert_bytes)
     base = dict(memory_budget=budget, bandwidth_bytes_s=bandwidth,
-                bandwidth_source=f"profile {PROFILE}", direct=False, workers=2)
+                bandwidth_source=f"profile {PROFILE}", direct=False)
     per_mode: dict[str, list[dict]] = {}
     identical = True
     variants = {"zipmoe": {"mode": "zipmoe"},
@@ -172,7 +172,8 @@ def serving(rounds: int, new_tokens: int, workdir: Path) -> dict:
             "expert_bytes": store.expert_bytes, "total_expert_bytes": store.total_expert_bytes,
             "budget_bytes": budget, "bandwidth_bytes_s": bandwidth, "profile": PROFILE,
             "rounds": rounds, "new_tokens_per_prompt": new_tokens, "prompts": DEFAULT_PROMPTS,
-            "torch_threads": 1, "workers": 2, "modes": rows, "logits_identical": identical,
+            "torch_threads": 1, "workers": default_workers(), "modes": rows,
+            "logits_identical": identical,
             "speedup_vs_naive": speedup, "target_speedup": 2.0, "target_met": speedup >= 2.0,
             "policies": {p: {"tokens_per_s": m["tokens_per_s"], "experts": m["experts"],
                              "bytes_read": m["bytes_read"]} for p, m in policies.items()}}

@@ -16,7 +16,7 @@ from edgekit.errors import UsageError
 from edgekit.moe import planner
 from edgekit.moe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECache
 from edgekit.moe.compress import compress_checkpoint
-from edgekit.moe.engine import Engine, EngineSettings, bench, parse_size
+from edgekit.moe.engine import Engine, EngineSettings, bench, default_workers, parse_size
 from edgekit.moe.hf_checkpoint import Checkpoint
 from edgekit.moe.io import BandwidthCap, StorageReader, wait_until
 from edgekit.moe.model import ExpertWeights, KVCache, MoEModel
@@ -160,11 +160,15 @@ def test_delay_model_reads_every_byte_from_one_device():
     """k=4, T=3, K=4, L=2, d_dec=0.4 ms, d_sm=1 ms, CR=0.25."""
     model = planner.DelayModel(4, 3, 4, 2, decode_s=4e-4, sm_read_s=1e-3, compression_ratio=0.25)
     # 1 full hit, 1 SM hit, 2 misses: the workers decode 3 experts x 3 tensors x 4 chunks = 36
-    # chunks, 18 each at 0.4/4 + 0.25/4 ms (2.9 ms); the device reads 2 x 3 sign-mantissa tensors
+    # chunks, 18 each at 0.4/4 ms (1.8 ms); the device reads 2 x 3 sign-mantissa tensors
     # (6 ms) and the exponents of all 3 experts not in the full pool (3 x 3 x 0.25 ms), where the
     # authors' term would count only the SM hit's (6.75 ms).
     assert model.delay(1, 1) == pytest.approx(6e-3 + 2.25e-3)
     assert model.delay(4, 0) == 0.0
+    # decoding at 4 ms per tensor is the longer side: 18 chunks at 1 ms each; the exponent reads
+    # are the I/O thread's, not the workers' (the authors' C would add 18 x 0.0625 ms)
+    slow = planner.DelayModel(4, 3, 4, 2, decode_s=4e-3, sm_read_s=1e-3, compression_ratio=0.25)
+    assert slow.delay(1, 1) == pytest.approx(18e-3)
 
 
 # -- cache and scheduler ---------------------------------------------------------------------
@@ -260,6 +264,18 @@ def test_read_ahead_books_the_channel_and_returns_at_once(tmp_path):
         assert (reader.stats.reads, reader.stats.bytes) == (2, 200_000)
 
 
+def test_default_workers_leave_cores_to_compute_and_io(stores):
+    assert default_workers(compute_threads=1, cores=2) == 1     # this VM
+    assert default_workers(compute_threads=1, cores=4) == 2
+    assert default_workers(compute_threads=1, cores=12) == 4    # capped
+    assert default_workers(compute_threads=8, cores=8) == 1     # never none
+    _, store_dir = stores["qwen"]
+    with Engine(store_dir, EngineSettings(memory_budget=0)) as engine:
+        assert engine.settings.workers == engine.experts.workers == default_workers()
+    with pytest.raises(UsageError, match="workers must be at least 1"):
+        EngineSettings(workers=0).check()
+
+
 def test_parse_size():
     assert parse_size("64MiB") == 64 * 2**20
     assert parse_size("1.5GB") == 1_500_000_000
@@ -311,8 +327,8 @@ def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
     results = {}
     for prefetch in (True, False):
         settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
-                                  prefetch=prefetch)
-        with Engine(store, settings) as engine:
+                                  full_ratio=0.5, prefetch=prefetch)  # one plan for both: the
+        with Engine(store, settings) as engine:                       # planner uses timings
             logits = [engine.generate(p, 6).logits for p in ("Hello there", "MoE")]
             results[prefetch] = (logits, engine.metrics()["experts"])
     (on_logits, on), (off_logits, off) = results[True], results[False]

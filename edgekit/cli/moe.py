@@ -58,7 +58,7 @@ def _storage(storage_profile: str | None, bandwidth: float | None) -> tuple[floa
     return profile.storage_bandwidth_bytes_s, f"profile {profile.name} (storage.bandwidth_gbs)"
 
 
-def _settings(store: Store, mode: str, memory_budget: str, workers: int, policy: str,
+def _settings(store: Store, mode: str, memory_budget: str, workers: int | None, policy: str,
               storage_profile: str | None, bandwidth: float | None, direct: bool,
               full_ratio: float | None, threads: int | None, prefetch: bool) -> EngineSettings:
     if threads is not None:
@@ -82,8 +82,9 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
         click.option("--memory-budget", default="25%", show_default=True,
                      help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
                           "bf16 bytes like 25%."),
-        click.option("--workers", type=int, default=2, show_default=True,
-                     help="ZipMoE decode workers (L)."),
+        click.option("--workers", type=int,
+                     help="ZipMoE decode workers (L). Default: the cores left after the compute "
+                          "threads and the I/O thread, 1 to 4."),
         click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
                      show_default=True, help="ZipMoE eviction policy."),
         click.option("--full-ratio", type=float,
@@ -212,7 +213,7 @@ def verify(store_path: str) -> None:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Write the metrics as JSON.")
 def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_budget: str,
-          workers: int, policy: str, full_ratio: float | None, prefetch: bool,
+          workers: int | None, policy: str, full_ratio: float | None, prefetch: bool,
           storage_profile: str | None, bandwidth: float | None, direct: bool, threads: int,
           json_path: str | None) -> None:
     """Generate tokens from STORE under a memory budget for the experts."""
@@ -275,7 +276,7 @@ def render_bench(report: dict[str, Any]) -> Table:
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
               help="Write the report as JSON.")
 def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int, modes: str,
-                  memory_budget: str, workers: int, policy: str, full_ratio: float | None,
+                  memory_budget: str, workers: int | None, policy: str, full_ratio: float | None,
                   prefetch: bool, storage_profile: str | None, bandwidth: float | None,
                   direct: bool, threads: int, json_path: str | None) -> None:
     """ZipMoE against naive offload and all-in-memory: TTFT, TPOT, tokens/s, hits, bytes."""

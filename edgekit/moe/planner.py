@@ -16,11 +16,11 @@ Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
    next ``n_sm`` in the SM pool. [ours] The authors floor r * budget and (1 - r) * budget to
    whole slots separately, which can leave up to one full slot of the budget unused (on the
    benchmark: 2 full + 11 SM slots use 94 % of it); edgekit floors the full share and gives what
-   is left to SM-only slots (``pool_slots``: 2 full + 12 SM), capped at the expert count. The numbers of full hits f and SM hits s of one token are sums of
-   Bernoulli trials (Poisson-binomial, ``poisson_binomial``), conditioned on f + s + rest = k.
+   is left to SM-only slots (``pool_slots``: 2 full + 12 SM), capped at the expert count.
+   The numbers of full hits f and SM hits s of one token are sums of Bernoulli trials
+   (Poisson-binomial, ``poisson_binomial``), conditioned on f + s + rest = k.
 4. The delay of a layer with f full and s SM hits is max(C, IO):
-       C  = ceil(K (k - f) T / L) * (d_dec / K + d_sm * CR / K)     decode workers (each also
-                                                                     reads its exponent chunk)
+       C  = ceil(K (k - f) T / L) * d_dec / K                       the decode workers
        IO = T * d_sm * (k - f - s) + (k - f) * T * d_sm * CR         the storage device
    with T tensors per expert, K chunks, L workers, d_dec the decode time and d_sm the
    sign-mantissa read time of one tensor, CR = compressed exponent bytes / sign-mantissa bytes.
@@ -30,7 +30,9 @@ Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
    layer reads: sign-mantissa bytes of the misses and exponents of every expert not in the full
    pool. On the benchmark (benchmarks/README.md, zipmoe.py) the authors' term planned 4 full + 7
    SM slots per layer, and this one plans fewer full slots, which read fewer bytes and served
-   more tokens per second.
+   more tokens per second. [ours] The authors' C also holds each chunk's read
+   (+ d_sm CR / K per operation), since their workers read the chunks they decode; edgekit's
+   I/O thread makes those reads (providers.py), so they are in IO alone.
    The expected delay over r is smoothed (centred window of 5) and its argmin is the plan.
 
 edgekit measures d_dec and d_sm on the device at hand instead of using the paper's constants.
@@ -166,8 +168,7 @@ class DelayModel:
     def delay(self, full_hits: int, sm_hits: int) -> float:
         t, kc = self.tensors_per_expert, self.chunks
         ops = kc * (self.k - full_hits) * t
-        compute = math.ceil(ops / self.workers) * (self.decode_s / kc
-                                                   + self.sm_read_s * self.compression_ratio / kc)
+        compute = math.ceil(ops / self.workers) * self.decode_s / kc
         io = t * self.sm_read_s * (self.k - full_hits - sm_hits) \
             + (self.k - full_hits) * t * self.sm_read_s * self.compression_ratio
         return max(compute, io)
