@@ -5,10 +5,10 @@ from the device, not the page cache), else with ordinary buffered reads, and say
 
 ``BandwidthCap`` emulates a slower device on this machine: the device is one FIFO channel of
 ``bytes_per_s``; every read reserves ``size / bytes_per_s`` seconds of it after the reads queued
-before it, performs the real read, then sleeps until its reserved slot ends. Concurrent readers
-(the I/O thread and the decode workers) therefore share the bandwidth as they would share one
-SSD or eMMC, and a read is never faster than the real one. Sleeping releases the GIL, so decoding
-and compute go on meanwhile. Reports carry ``describe()``: which mode, which bandwidth, from where.
+before it, performs the real read, then sleeps until its reserved slot ends. Threads reading at
+once therefore share the bandwidth as they would share one SSD or eMMC, and a read is never
+faster than the real one. Sleeping releases the GIL, so decoding and compute go on meanwhile.
+Reports carry ``describe()``: which mode, which bandwidth, from where.
 
 ``read_ahead`` is the non-blocking form for an engine that queues reads ahead of their use (as
 an NVMe queue or io_uring would): it performs the real read now and returns the bytes with the
