@@ -265,15 +265,15 @@ def test_read_ahead_books_the_channel_and_returns_at_once(tmp_path):
 
 
 def test_default_workers_leave_cores_to_compute_and_io(stores):
-    assert default_workers(compute_threads=1, cores=2) == 1     # this VM
+    assert default_workers(compute_threads=1, cores=2) == 0     # this VM: compute thread decodes
     assert default_workers(compute_threads=1, cores=4) == 2
     assert default_workers(compute_threads=1, cores=12) == 4    # capped
-    assert default_workers(compute_threads=8, cores=8) == 1     # never none
+    assert default_workers(compute_threads=8, cores=8) == 0
     _, store_dir = stores["qwen"]
     with Engine(store_dir, EngineSettings(memory_budget=0)) as engine:
         assert engine.settings.workers == engine.experts.workers == default_workers()
-    with pytest.raises(UsageError, match="workers must be at least 1"):
-        EngineSettings(workers=0).check()
+    with pytest.raises(UsageError, match="workers cannot be negative"):
+        EngineSettings(workers=-1).check()
 
 
 def test_parse_size():
@@ -289,12 +289,12 @@ def test_parse_size():
 
 # -- the engine ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("family", ["qwen", "deepseek"])
-def test_all_modes_give_bit_identical_logits(stores, family):
+@pytest.mark.parametrize("family,workers", [("qwen", 0), ("qwen", 2), ("deepseek", None)])
+def test_all_modes_give_bit_identical_logits(stores, family, workers):
     _, store_dir = stores[family]
     store = Store(store_dir)
     settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
-                              bandwidth_bytes_s=2e9, bandwidth_source="test")
+                              bandwidth_bytes_s=2e9, bandwidth_source="test", workers=workers)
     report = bench(store, settings, ["Hello there", "MoE"], max_new_tokens=5)
     assert report["logits"]["identical"] and report["logits"]["steps_compared"] == 10
     z, naive, mem = (report["results"][m] for m in ("zipmoe", "naive", "memory"))
@@ -306,6 +306,8 @@ def test_all_modes_give_bit_identical_logits(stores, family):
     assert z["provider"]["pool_capacity_bytes"] <= settings.memory_budget
     assert naive["provider"]["lru_slots"] * store.expert_bytes <= settings.memory_budget
     assert z["storage"]["bandwidth_source"] == "test"
+    expected_workers = default_workers() if workers is None else workers
+    assert report["settings"]["workers"] == z["provider"]["workers"] == expected_workers
 
 
 def test_zero_budget_and_policies_still_exact(stores):
@@ -343,10 +345,11 @@ def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
     assert on["prefetched"] >= 30 and on["prefetch_precision"] > 0.8
 
 
-def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores, workers):
     _, store_dir = stores["qwen"]
     store = Store(store_dir)
-    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+    with Engine(store, EngineSettings(memory_budget=0, workers=workers)) as engine:
         experts = engine.experts
         experts.prefetch(1, {0: 1, 1: 1, 2: 1})
         time.sleep(0.2)  # let some prefetches finish before the layer asks (adopted when done)
@@ -363,10 +366,12 @@ def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores
         assert stats.prefetch_wasted == 3 and list(experts.prefetched) == [(1, 4)]
 
 
-def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores, workers):
     _, store_dir = stores["qwen"]
     store = Store(store_dir)
-    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test")
+    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test",
+                              workers=workers)
     with Engine(store, settings) as engine:
         experts = engine.experts
         reads: list[int] = []
@@ -389,7 +394,8 @@ def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores):
         assert experts.stats.prefetch_wasted == 3
 
 
-def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
+@pytest.mark.parametrize("workers", [0, 2])
+def test_corrupt_expert_is_caught_while_serving(stores, tmp_path, workers):
     _, store_dir = stores["qwen"]
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -397,14 +403,20 @@ def test_corrupt_expert_is_caught_while_serving(stores, tmp_path):
         (bad / f.name).write_bytes(f.read_bytes())
     store = Store(bad)
     raw = store.tensors["model.layers.1.mlp.experts.5.up_proj.weight"].raw
+    chunk = store.tensors["model.layers.1.mlp.experts.7.gate_proj.weight"].chunks[0]
     blob = bytearray(store.data_path.read_bytes())
     blob[raw.offset] ^= 0xFF
+    blob[chunk.offset] ^= 0xFF
     store.data_path.write_bytes(bytes(blob))
-    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+    settings = EngineSettings(memory_budget=0, workers=workers)
+    with Engine(store, settings) as engine:
         with pytest.raises(StoreError, match="experts.5.up_proj.weight': sign-mantissa bytes "
                                              "fails its CRC-32"):
             list(engine.experts.fetch(1, {e: 1 for e in range(8)}))
-    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+    with Engine(store, settings) as engine:  # decoded by a worker or by the compute thread
+        with pytest.raises(StoreError, match="experts.7.gate_proj.weight': exponent chunk 1 of"):
+            list(engine.experts.fetch(1, {7: 1}))
+    with Engine(store, settings) as engine:
         experts = engine.experts
         experts.prefetch(1, {5: 1, 6: 1})  # a wrong guess that reads the bad tensor: no error
         assert sorted(dict(experts.fetch(1, {6: 1}))) == [6]
@@ -450,3 +462,5 @@ def test_cli_end_to_end(tmp_path):
     result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--memory-budget",
                                  "half"])
     assert result.exit_code == 2 and "cannot read the size 'half'" in result.output
+    result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--workers", "-1"])
+    assert result.exit_code == 2 and "workers cannot be negative, got -1" in result.output

@@ -83,8 +83,9 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
                      help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
                           "bf16 bytes like 25%."),
         click.option("--workers", type=int,
-                     help="ZipMoE decode workers (L). Default: the cores left after the compute "
-                          "threads and the I/O thread, 1 to 4."),
+                     help="ZipMoE decode worker threads (L); 0 decodes on the compute thread. "
+                          "Default: the cores left after the compute threads and the I/O "
+                          "thread, 0 to 4."),
         click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
                      show_default=True, help="ZipMoE eviction policy."),
         click.option("--full-ratio", type=float,

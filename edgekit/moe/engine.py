@@ -61,19 +61,22 @@ MAX_DEFAULT_WORKERS = 4
 
 def default_workers(compute_threads: int | None = None, cores: int | None = None) -> int:
     """ZipMoE decode workers for this machine: the cores left after the compute threads and the
-    I/O thread, at least one. Every extra thread makes the compute thread's many short torch
-    calls wait for the GIL more often: on this 2-core VM one worker served 2.07-2.36x the naive
-    baseline's tokens/s where two served 1.83-2.19x (4 alternated pairs, benchmarks/README.md)."""
+    I/O thread, 0 to 4; with none the compute thread decodes each tensor just before rebuilding
+    it. A worker on a core the compute thread shares costs more than it gives: the compute
+    thread's many short torch calls then wait for the GIL, and the decoded exponents reach it
+    from another core's cache (on this 2-core VM, 4 alternated pairs of engine runs: no worker
+    30.4-39.4 tokens/s, one 27.5-34.7, two slower still; benchmarks/README.md)."""
     threads = torch.get_num_threads() if compute_threads is None else compute_threads
     cores = (os.cpu_count() or 1) if cores is None else cores
-    return max(1, min(MAX_DEFAULT_WORKERS, cores - threads - 1))
+    return max(0, min(MAX_DEFAULT_WORKERS, cores - threads - 1))
 
 
 @dataclass
 class EngineSettings:
     mode: str = "zipmoe"
     memory_budget: int = 0                 # bytes for expert caches (zipmoe, naive)
-    workers: int | None = None             # ZipMoE decode workers (L); None: default_workers()
+    workers: int | None = None             # ZipMoE decode workers (L, 0: the compute thread
+                                           # decodes); None: default_workers()
     policy: str = "zipmoe"                 # ZipMoE eviction policy
     bandwidth_bytes_s: float | None = None  # cap storage reads at this rate
     bandwidth_source: str = ""
@@ -86,8 +89,8 @@ class EngineSettings:
             raise UnknownNameError("serving mode", self.mode, MODES)
         if self.policy not in POLICIES:
             raise UnknownNameError("cache policy", self.policy, POLICIES)
-        if self.workers is not None and self.workers < 1:
-            raise UsageError(f"workers must be at least 1, got {self.workers}")
+        if self.workers is not None and self.workers < 0:
+            raise UsageError(f"workers cannot be negative, got {self.workers}")
         if self.memory_budget < 0:
             raise UsageError("the memory budget cannot be negative")
         if self.full_ratio is not None and not 0.0 <= self.full_ratio <= 1.0:
@@ -264,7 +267,8 @@ def bench(store: Store | str | Path, settings: EngineSettings,
         "settings": {"memory_budget_bytes": settings.memory_budget,
                      "budget_share_of_experts": settings.memory_budget
                      / max(1, store.total_expert_bytes),
-                     "workers": settings.workers or default_workers(),
+                     "workers": (default_workers() if settings.workers is None
+                                 else settings.workers),
                      "policy": settings.policy,
                      "prefetch": settings.prefetch,
                      "max_new_tokens": max_new_tokens, "prompts": list(prompts),

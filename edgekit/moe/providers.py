@@ -203,7 +203,8 @@ class _ExpertJob:
         self.type_i = raws is None
         self.raws: list[bytes | None] = [None] * len(entries) if raws is None else list(raws)
         self.exps: list[np.ndarray | None] = [None] * len(entries)
-        self.pending = len(entries)  # exponent decodes
+        self.blobs: list[tuple[bytes, float] | None] = [None] * len(entries)  # no workers
+        self.pending = len(entries)  # exponent decodes (reads, without decode workers)
         self.cancelled = False
         self.error: BaseException | None = None
         self.lock = threading.Lock()
@@ -264,8 +265,11 @@ class ZipMoEExperts:
     an NVMe queue holds several commands); the L workers only decompress, one task per tensor
     (its K chunks; a Python task costs tens of microseconds); the compute thread rebuilds each
     tensor (vectorised) just before using it, like the authors' reconstruction kernel on the
-    compute stream. Workers that read and decode in turn leave the channel idle while all of
-    them decode (0.38 s of a 1.3 s benchmark run here); rebuilding on the workers instead of the
+    compute stream. With L = 0 the compute thread also decompresses, just before rebuilding: on
+    a machine without a core to spare for workers (engine.default_workers) that is faster,
+    since a worker's many short GIL-free calls make the compute thread's torch calls wait for
+    the GIL. Workers that read and decode in turn leave the channel idle while all of them
+    decode (0.38 s of a 1.3 s benchmark run here); rebuilding on the workers instead of the
     compute thread was measured slower on this 2-core machine, twice.
     """
 
@@ -275,7 +279,7 @@ class ZipMoEExperts:
                  policy: str = "zipmoe", full_ratio: float | None = None,
                  prefetch: bool = True) -> None:
         cfg = store.config
-        self.store, self.reader, self.workers = store, reader, max(1, workers)
+        self.store, self.reader, self.workers = store, reader, max(0, workers)
         self.stats = ExpertStats()
         self.codec = store.codec
         self.full_bytes = store.expert_bytes
@@ -283,14 +287,15 @@ class ZipMoEExperts:
         self.sm_bytes = sum(e.raw.size for e in first)
         self.tensors_per_expert = len(first)
         self.chunks = max(len(e.chunks) for e in first)
-        self.decode_pool = cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
+        self.decode_pool = (cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
+                            if self.workers else None)
         self.io_thread = cf.ThreadPoolExecutor(1, thread_name_prefix="zipmoe-io")
         self.budget_bytes = budget_bytes
         layer_budget = budget_bytes / len(cfg.moe_layers)
         self.profile = self._profile()
         self.delay_model = DelayModel(
             k=cfg.top_k, tensors_per_expert=self.tensors_per_expert, chunks=self.chunks,
-            workers=self.workers, decode_s=self.profile["decode_s"],
+            workers=max(1, self.workers), decode_s=self.profile["decode_s"],
             sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"])
         if full_ratio is None:
             trace = store.manifest.get("trace") or {}
@@ -366,8 +371,12 @@ class ZipMoEExperts:
                     job.raws[t] = check_extent(entry, entry.raw, data, "sign-mantissa bytes")
                 self._throttle()
                 blob, ready_at = self.reader.read_ahead(*_span(entry))
-                job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t, blob,
-                                                           ready_at))
+                if self.decode_pool is None:  # decoded on the compute thread (_finish)
+                    job.blobs[t] = (blob, ready_at)
+                    job.finish_one()
+                else:
+                    job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t,
+                                                               blob, ready_at))
         except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
             job.fail(exc)
 
@@ -386,9 +395,19 @@ class ZipMoEExperts:
             job.fail(exc)
 
     def _finish(self, job: _ExpertJob) -> ExpertWeights:
-        """Rebuild the expert's tensors on the compute thread (see the class docstring)."""
-        return ExpertWeights(*(_rebuild(e, job.exps[t], job.raws[t])
-                               for t, e in enumerate(job.entries)))
+        """Rebuild the expert's tensors on the compute thread (see the class docstring), after
+        decoding them here when there are no decode workers."""
+        tensors = []
+        for t, entry in enumerate(job.entries):
+            exp = job.exps[t]
+            if exp is None:
+                blob, ready_at = job.blobs[t]
+                t0 = time.perf_counter()
+                wait_until(ready_at)
+                self.stats.wait_s += time.perf_counter() - t0
+                exp = self._decompress(entry, blob)
+            tensors.append(_rebuild(entry, exp, job.raws[t]))
+        return ExpertWeights(*tensors)
 
     def _throttle(self) -> None:
         if self.reader.cap is not None:
@@ -399,7 +418,7 @@ class ZipMoEExperts:
         """Queue the jobs' reads in the Type-I/Type-II order (scheduler.py), each tensor's
         sign-mantissa bytes before its exponents."""
         dm, t = self.delay_model, self.tensors_per_expert
-        core = SchedulerCore(self.workers, t, dm.decode_s, t * dm.sm_read_s,
+        core = SchedulerCore(dm.workers, t, dm.decode_s, t * dm.sm_read_s,
                              exp_read_s=t * dm.sm_read_s * dm.compression_ratio)
         for scheduled in schedule(jobs, core):
             job = scheduled.item
@@ -503,7 +522,9 @@ class ZipMoEExperts:
             sm.admit(job.expert, list(job.raws), job.tokens)
 
     def describe(self) -> dict[str, object]:
-        return {"policy": self.policy, "workers": self.workers, "chunks": self.chunks,
+        return {"policy": self.policy, "workers": self.workers,
+                "decode": "decode workers" if self.workers else "on the compute thread",
+                "chunks": self.chunks,
                 "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
                 "plan": self.plan.to_json(),
                 "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
@@ -516,7 +537,8 @@ class ZipMoEExperts:
 
     def close(self) -> None:
         self._drop_prefetches()
-        self.decode_pool.shutdown(wait=True)
+        if self.decode_pool is not None:
+            self.decode_pool.shutdown(wait=True)
         self.io_thread.shutdown(wait=True)
         self.reader.close()
 
