@@ -359,8 +359,9 @@ class ZipMoEExperts:
 
     def _read_job(self, job: _ExpertJob) -> None:
         """I/O thread: the job's reads in order, each tensor's sign-mantissa bytes (Type-I) before
-        its exponents, whose read goes to a decode worker at once. Reads are booked on a capped
-        channel at most ``READ_AHEAD_S`` ahead, so a cancelled prefetch stops early."""
+        its exponents, which go to a decode worker at once (or wait for the compute thread when
+        there are no workers). Reads are booked on a capped channel at most ``READ_AHEAD_S``
+        ahead, so a cancelled prefetch stops early."""
         try:
             for t, entry in enumerate(job.entries):
                 if job.cancelled:
