@@ -269,7 +269,7 @@ class ZipMoEExperts:
     a machine without a core to spare for workers (engine.default_workers) that is faster,
     since a worker's many short GIL-free calls make the compute thread's torch calls wait for
     the GIL. Workers that read and decode in turn leave the channel idle while all of them
-    decode (0.38 s of a 1.3 s benchmark run here); rebuilding on the workers instead of the
+    decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
     compute thread was measured slower on this 2-core machine, twice.
     """
 
