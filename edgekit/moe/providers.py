@@ -172,11 +172,8 @@ class NaiveOffload:
 
 
 def _rebuild(entry: TensorEntry, exponent: np.ndarray, raw: bytes) -> torch.Tensor:
-    """A tensor from its exponent plane and raw bytes (one vectorised pass set per tensor)."""
-    split = codec.split_for(entry.dtype)
-    words = np.empty(entry.numel, split.word)
-    codec.reconstruct_into(words, exponent, np.frombuffer(raw, np.uint8))
-    return codec.words_to_tensor(words, split, entry.shape)
+    """A tensor from its exponent plane and raw bytes (the codec's vectorised inverse split)."""
+    return codec.merge_planes(exponent, np.frombuffer(raw, np.uint8), entry.dtype, entry.shape)
 
 
 def _scratch_dir(store: Store, scratch: str | Path | None) -> str | None:
