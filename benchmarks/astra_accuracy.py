@@ -23,7 +23,7 @@ import torch
 from common import markdown_table, write_result
 
 from edgekit.data import load_dataset
-from edgekit.models.astra import finetune, partitioned_forward, pretrain, with_config
+from edgekit.methods.astra import finetune, partitioned_forward, pretrain, with_config
 from edgekit.registry import get_entry
 
 TARGET_POINTS = 1.0

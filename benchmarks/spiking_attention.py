@@ -32,8 +32,8 @@ from common import export_module, markdown_table, median, run_rounds, write_resu
 from torch import nn
 
 from edgekit.backends import make_session
-from edgekit.models.spiking.attention import ATTENTION_KINDS, communication_values, make_attention
-from edgekit.models.spiking.layers import calibrate_batchnorm, functional
+from edgekit.methods.ssa.attention import ATTENTION_KINDS, communication_values, make_attention
+from edgekit.spiking.layers import calibrate_batchnorm, functional
 
 D, T, BATCH = 256, 4, 1
 SIZES = (64, 256, 1024, 4096)

@@ -34,11 +34,11 @@ from common import markdown_table, median, write_result
 from safetensors.torch import load_file
 
 from edgekit.kernels import zipmoe_codec as codec
-from edgekit.moe.compress import compress_checkpoint
-from edgekit.moe.engine import (DEFAULT_PROMPTS, Engine, EngineSettings, compare_logits,
+from edgekit.methods.zipmoe.compress import compress_checkpoint
+from edgekit.methods.zipmoe.engine import (DEFAULT_PROMPTS, Engine, EngineSettings, compare_logits,
                                  default_workers, parse_size, prefetch_summary)
-from edgekit.moe.store import Store
-from edgekit.moe.tiny import make_tiny_checkpoint
+from edgekit.methods.zipmoe.store import Store
+from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 from edgekit.profiles import load_profile
 
 PROFILE = "jetson-agx-orin-64gb"

@@ -64,7 +64,7 @@ def _digits(task: TaskSpec) -> Dataset:
 @functools.cache
 def _wifi_pose(task: TaskSpec) -> Dataset:
     """Simulated once per process (about 20 s): compare loads it for every model it scores."""
-    from edgekit.wifi.dataset import load_wifi_pose  # the simulator loads only when asked for
+    from edgekit.methods.wifi_mamba.dataset import load_wifi_pose  # the simulator loads only when asked for
 
     return load_wifi_pose(task)
 

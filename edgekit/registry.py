@@ -117,7 +117,7 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 
 def _ensure_loaded() -> None:
-    import edgekit.models  # noqa: F401  (registers the built-in entries)
+    import edgekit.methods  # noqa: F401  (registers the built-in entries)
 
 
 def list_models(family: str | None = None) -> list[ModelEntry]:

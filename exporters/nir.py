@@ -31,7 +31,7 @@ from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult,
                                         task_record)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
-from edgekit.models.spiking.layers import MultiStepNet, functional, layer, neuron
+from edgekit.spiking.layers import MultiStepNet, functional, layer, neuron
 from edgekit.provenance import provenance
 from edgekit.targets import ModelSource
 

@@ -12,7 +12,7 @@ import torch
 
 from edgekit.data import Dataset, load_dataset
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.models.astra import (AstraBlock, AstraViT, GroupedVQ, PAPER_PARAMS,
+from edgekit.methods.astra import (AstraBlock, AstraViT, GroupedVQ, PAPER_PARAMS,
                                   build_paper_model, partitioned_forward, token_shards,
                                   with_config)
 from edgekit.registry import create_model, get_entry

@@ -17,20 +17,20 @@ import pytest
 import torch
 from click.testing import CliRunner
 
-from edgekit.astra.bitpack import pack, packed_bytes, unpack
-from edgekit.astra.block_parallel import BlockParallelViT
-from edgekit.astra.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
-from edgekit.astra.encode import CodeSearch
-from edgekit.astra.group import join
-from edgekit.astra.calibrate import measure_compute
-from edgekit.astra.latency_model import Workload, compute_at, flops_per_rank, messages, predict
-from edgekit.astra.launch import RankFailed, free_port, launch
-from edgekit.astra.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
-from edgekit.astra.models import build_model, example_images
-from edgekit.astra.spec import RunSpec
+from edgekit.methods.astra.runtime.bitpack import pack, packed_bytes, unpack
+from edgekit.methods.astra.runtime.block_parallel import BlockParallelViT
+from edgekit.methods.astra.runtime.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
+from edgekit.methods.astra.runtime.encode import CodeSearch
+from edgekit.methods.astra.runtime.group import join
+from edgekit.methods.astra.runtime.calibrate import measure_compute
+from edgekit.methods.astra.runtime.latency_model import Workload, compute_at, flops_per_rank, messages, predict
+from edgekit.methods.astra.runtime.launch import RankFailed, free_port, launch
+from edgekit.methods.astra.runtime.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
+from edgekit.methods.astra.runtime.models import build_model, example_images
+from edgekit.methods.astra.runtime.spec import RunSpec
 from edgekit.cli import cli
 from edgekit.errors import UsageError
-from edgekit.models.astra import GroupedVQ, partitioned_forward
+from edgekit.methods.astra import GroupedVQ, partitioned_forward
 
 MULTI = ("sp", "tp", "bp-allgather", "bp-sp", "astra")
 
@@ -218,9 +218,9 @@ def test_launcher_deadline_ends_a_run_without_collectives(single_thread):
 _OVERLAP_RANK = """
 import json, sys, time
 import torch
-from edgekit.astra.collectives import Comm
-from edgekit.astra.group import join, leave
-from edgekit.astra.link import LinkSpec
+from edgekit.methods.astra.runtime.collectives import Comm
+from edgekit.methods.astra.runtime.group import join, leave
+from edgekit.methods.astra.runtime.link import LinkSpec
 
 rank, world = join(30.0)
 comm = Comm(LinkSpec(bandwidth_bps=1e6), rank, world)  # 12,500 bytes: about 0.1 s on the wire

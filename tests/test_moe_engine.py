@@ -13,16 +13,16 @@ from click.testing import CliRunner
 
 from edgekit.cli import cli
 from edgekit.errors import UsageError
-from edgekit.moe import planner
-from edgekit.moe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECache
-from edgekit.moe.compress import compress_checkpoint
-from edgekit.moe.engine import Engine, EngineSettings, bench, default_workers, parse_size
-from edgekit.moe.hf_checkpoint import Checkpoint
-from edgekit.moe.io import BandwidthCap, StorageReader, wait_until
-from edgekit.moe.model import ExpertWeights, KVCache, MoEModel
-from edgekit.moe.scheduler import Job, SchedulerCore, schedule
-from edgekit.moe.store import Store, StoreError
-from edgekit.moe.tiny import make_tiny_checkpoint
+from edgekit.methods.zipmoe import planner
+from edgekit.methods.zipmoe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECache
+from edgekit.methods.zipmoe.compress import compress_checkpoint
+from edgekit.methods.zipmoe.engine import Engine, EngineSettings, bench, default_workers, parse_size
+from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
+from edgekit.methods.zipmoe.io import BandwidthCap, StorageReader, wait_until
+from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel
+from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
+from edgekit.methods.zipmoe.store import Store, StoreError
+from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 
 
 @pytest.fixture(autouse=True, scope="module")

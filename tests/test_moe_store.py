@@ -11,11 +11,11 @@ from safetensors.torch import load_file, save_file
 
 from edgekit.cli import cli
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.moe.compress import compress_checkpoint
-from edgekit.moe.config import ALIASES, parse_config
-from edgekit.moe.hf_checkpoint import INDEX_FILE, Checkpoint
-from edgekit.moe.store import ALIGN, Store, StoreError
-from edgekit.moe.tiny import make_tiny_checkpoint, tiny_config
+from edgekit.methods.zipmoe.compress import compress_checkpoint
+from edgekit.methods.zipmoe.config import ALIASES, parse_config
+from edgekit.methods.zipmoe.hf_checkpoint import INDEX_FILE, Checkpoint
+from edgekit.methods.zipmoe.store import ALIGN, Store, StoreError
+from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint, tiny_config
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -16,10 +16,10 @@ from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.exporters import export_onnx, load_artifact
 from edgekit.exporters.nir import MODEL_FILE, export_nir, nir_blockers
-from edgekit.models.spiking import agreement
-from edgekit.models.spiking.agreement import _roots, spike_agreement
-from edgekit.models.spiking.layers import calibrate_batchnorm, functional
-from edgekit.models.spiking.resformer import paper_entry
+from edgekit.spiking import agreement
+from edgekit.spiking.agreement import _roots, spike_agreement
+from edgekit.spiking.layers import calibrate_batchnorm, functional
+from edgekit.methods.ssa.resformer import paper_entry
 from edgekit.registry import get_entry
 from edgekit.targets import ModelSource, load_model_source
 from edgekit.training import train

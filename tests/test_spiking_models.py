@@ -12,11 +12,12 @@ from torch import nn
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
-from edgekit.models.spiking import (ATTENTION_KINDS, PAPER_CONFIG_NAMES, SSA, USSA,
-                                    ReferenceAttention, build_paper_model, communication_values,
-                                    is_spiking, paper_config)
-from edgekit.models.spiking.layers import calibrate_batchnorm, functional, lif, neuron
-from edgekit.models.spiking.resformer import paper_entry
+from edgekit.methods.ssa import (ATTENTION_KINDS, PAPER_CONFIG_NAMES, SSA, USSA,
+                                 ReferenceAttention, build_paper_model, communication_values,
+                                 paper_config)
+from edgekit.spiking.layers import is_spiking
+from edgekit.spiking.layers import calibrate_batchnorm, functional, lif, neuron
+from edgekit.methods.ssa.resformer import paper_entry
 from edgekit.registry import create_model, get_entry, split_name
 from edgekit.training import train
 

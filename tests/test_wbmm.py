@@ -18,7 +18,7 @@ from edgekit.errors import UsageError
 from edgekit.kernels.wbmm import (WBMM, centre_offset, dense_matrix, embed_kernel,
                                   relative_position_index, table_size, wbmm, wbmm_compact,
                                   window_depthwise_conv)
-from edgekit.models.wbmm.model import (PAPER_CONFIGS, PAPER_PARAMS, Block, WBMMNet,
+from edgekit.methods.wbmm.model import (PAPER_CONFIGS, PAPER_PARAMS, Block, WBMMNet,
                                        build_paper_model, paper_config)
 from edgekit.registry import get_entry
 

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from edgekit.errors import UsageError
-from edgekit.wifi.csi import (CSI_SHAPE, SUBCARRIER_INDEX, denoise_amplitude, load_csi,
+from edgekit.methods.wifi_mamba.csi import (CSI_SHAPE, SUBCARRIER_INDEX, denoise_amplitude, load_csi,
                               load_keypoints, load_sample, preprocess, sanitize_phase)
-from edgekit.wifi.simulator import Geometry, Impairments, render_csi, simulate_dataset
+from edgekit.methods.wifi_mamba.simulator import Geometry, Impairments, render_csi, simulate_dataset
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")

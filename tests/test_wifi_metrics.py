@@ -4,8 +4,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from edgekit.wifi.matching import hungarian_match, match_poses
-from edgekit.wifi.metrics import evaluate_frames, mpjpe, pa_mpjpe, procrustes_align
+from edgekit.methods.wifi_mamba.matching import hungarian_match, match_poses
+from edgekit.methods.wifi_mamba.metrics import evaluate_frames, mpjpe, pa_mpjpe, procrustes_align
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")

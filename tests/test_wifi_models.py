@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from edgekit.errors import UnknownNameError
-from edgekit.models.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, reference_scan
+from edgekit.methods.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, reference_scan
 from edgekit.registry import create_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")

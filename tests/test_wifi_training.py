@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from edgekit.registry import create_model, get_entry
-from edgekit.wifi.loss import set_loss
-from edgekit.wifi.simulator import simulate_dataset
-from edgekit.wifi.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
+from edgekit.methods.wifi_mamba.loss import set_loss
+from edgekit.methods.wifi_mamba.simulator import simulate_dataset
+from edgekit.methods.wifi_mamba.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -45,7 +45,7 @@ def test_training_steps_and_streaming_evaluation():
 def test_pose_dataset_and_entry_hooks():
     import numpy as np
 
-    from edgekit.wifi.dataset import evaluate_dataset, load_wifi_pose, to_split, train_entry
+    from edgekit.methods.wifi_mamba.dataset import evaluate_dataset, load_wifi_pose, to_split, train_entry
 
     data = load_wifi_pose(train_sequences=3, test_sequences=3)
     assert data.x_train.shape == (24, 2, 270, 20) and data.y_test.shape == (24, 3, 14, 3)
@@ -58,7 +58,7 @@ def test_pose_dataset_and_entry_hooks():
 
 
 def test_entry_training_is_reproducible_from_its_seed():
-    from edgekit.wifi.dataset import load_wifi_pose, train_entry
+    from edgekit.methods.wifi_mamba.dataset import load_wifi_pose, train_entry
 
     data = load_wifi_pose(train_sequences=2, test_sequences=1)
     runs = []

@@ -40,12 +40,12 @@ def cli(debug: bool) -> None:
 
 
 def _register() -> None:
-    from edgekit.cli import (astra, compare, devices, export, models, moe, profile, simulate,
-                             train, validate)
+    from edgekit import methods
+    from edgekit.cli import compare, devices, export, models, profile, simulate, train, validate
 
     for command in (devices.devices, models.models, train.train, export.export,
                     validate.validate, profile.profile, compare.compare, simulate.simulate,
-                    moe.moe, astra.astra):
+                    *methods.cli_commands()):
         cli.add_command(command)
 
 

@@ -1,0 +1,88 @@
+"""Simulated WiFi pose data as an ``edgekit.data.Dataset``, and train/evaluate hooks for entries.
+
+Fits the existing ``Dataset`` without new fields: ``x`` is preprocessed CSI ``(F, 2, 270, 20)``;
+``y`` holds keypoints ``(F, 3, 14, 3)`` in metres with NaN rows for absent persons (so the person
+count is implied), and frames come in sequences of ``FRAMES_PER_SEQUENCE`` consecutive frames.
+``train_entry`` and ``evaluate_dataset`` are the entries' ``trainer`` and ``evaluator`` hooks.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+from torch import nn
+
+from edgekit.methods.wifi_mamba.csi import preprocess
+from edgekit.methods.wifi_mamba.simulator import PoseData, simulate_dataset
+
+if TYPE_CHECKING:
+    from edgekit.data import Dataset
+    from edgekit.registry import ModelEntry
+    from edgekit.training import TrainResult
+
+FRAMES_PER_SEQUENCE = 8
+DATASET_NAME = "wifi-pose-sim"
+
+
+def _labels(data: PoseData) -> np.ndarray:
+    y = data.keypoints.copy()
+    absent = np.arange(y.shape[1])[None] >= data.n_persons[:, None]
+    y[absent] = np.nan
+    return y
+
+
+def load_wifi_pose(task: object = None, train_sequences: int = 300, test_sequences: int = 60,
+                   seed: int = 0) -> Dataset:
+    """Held-out sequences use other people and motions (another seed) in the same room."""
+    from edgekit.data import Dataset
+
+    train = simulate_dataset(train_sequences, FRAMES_PER_SEQUENCE, seed=seed)
+    test = simulate_dataset(test_sequences, FRAMES_PER_SEQUENCE, seed=seed + 10_000)
+    digest = hashlib.sha256(f"{DATASET_NAME}:{train_sequences}:{test_sequences}:{seed}:"
+                            f"{FRAMES_PER_SEQUENCE}".encode()).hexdigest()[:12]
+    return Dataset(DATASET_NAME, preprocess(train.csi), _labels(train), preprocess(test.csi),
+                   _labels(test), digest)
+
+
+def to_split(x: np.ndarray, y: np.ndarray):
+    """(x, y) of a pose ``Dataset`` -> ``PoseSplit`` (zero-padded keypoints, counts, sequences)."""
+    from edgekit.methods.wifi_mamba.train import PoseSplit
+
+    present = ~np.isnan(y).any(axis=(2, 3))  # (F, 3)
+    return PoseSplit(x, np.nan_to_num(y, nan=0.0).astype(np.float32),
+                     present.sum(1).astype(np.int64),
+                     np.arange(len(x), dtype=np.int64) // FRAMES_PER_SEQUENCE)
+
+
+def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
+    """MPJPE (mm) over all test frames: the entry's metric (lower is better)."""
+    from edgekit.methods.wifi_mamba.train import evaluate_pose_model
+
+    return evaluate_pose_model(model, to_split(x, y))["all"]["mpjpe_mm"]
+
+
+def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
+                epochs: int | None = None, seed: int = 0, progress: bool = True,
+                model: nn.Module | None = None) -> TrainResult:
+    """``edgekit.training.train``'s signature: an epoch is one pass worth of windows."""
+    from edgekit.training import ProgressBar, TrainResult, entry_label
+    from edgekit.methods.wifi_mamba.train import _windows, train_pose_model
+
+    settings = entry.train
+    epochs = settings.epochs if epochs is None else epochs
+    torch.manual_seed(seed)  # the initial weights too, so a run is reproducible from its seed
+    model = model if model is not None else entry.build(variant)
+    split = to_split(dataset.x_train, dataset.y_train)
+    steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)
+    started = time.perf_counter()
+    label = f"training {entry_label(entry, variant)} ({steps} steps)"
+    with ProgressBar(progress, label, steps) as advance:
+        _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
+                                   lr=settings.lr, seed=seed, max_steps=steps, on_step=advance)
+    value = evaluate_dataset(model, dataset.x_test, dataset.y_test)
+    return TrainResult(model.eval(), entry.task.metric, value, epochs,
+                       time.perf_counter() - started, loss)

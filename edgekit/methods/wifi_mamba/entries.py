@@ -1,0 +1,38 @@
+"""Registry entries for WiFi-Mamba and its baseline, scored by MPJPE on simulated CSI.
+
+Input: preprocessed amplitude and phase over 20 packets, ``(2, 270, 20)``; outputs: pose queries
+``(B, Q, 14, 3)`` in metres and person logits ``(B, Q)``. Training and scoring go through the
+entry's ``trainer``/``evaluator`` hooks (Hungarian set loss; MPJPE with WiFi-Mamba's persistent
+memory streamed through each held-out sequence). The exported graph is one frame from a zero
+memory state, which is what a deployment runs per frame before adding the memory input.
+"""
+from __future__ import annotations
+
+from edgekit.methods.wifi_mamba import baseline, model
+from edgekit.methods.wifi_mamba.baseline import PETRBaseline
+from edgekit.methods.wifi_mamba.model import PAPER, WiFiMamba
+from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.methods.wifi_mamba.csi import N_ANT, N_PKT, N_RX, N_SUB
+from edgekit.methods.wifi_mamba.dataset import DATASET_NAME, evaluate_dataset, train_entry
+
+WIFI_POSE = TaskSpec(dataset=DATASET_NAME, metric="mpjpe_mm",
+                     input_shape=(2, N_RX * N_ANT * N_SUB, N_PKT), num_classes=0,
+                     output_names=("poses", "logits"), higher_is_better=False)
+_EXPORT = ExportSettings(opset=18, atol=1e-4, rtol=1e-3, dynamo=False)
+_TRAIN = TrainSettings(epochs=10, batch_size=32, lr=2e-3, weight_decay=1e-4)
+
+
+def _entry(name: str, builder, configs: dict, default: str, description: str,
+           paper: str) -> ModelEntry:
+    return register_model(ModelEntry(
+        name=name, family="wifi_mamba", builder=builder, config=dict(configs[default]),
+        task=WIFI_POSE, description=description,
+        variants={v: c for v, c in configs.items() if v != default}, paper=paper,
+        export=_EXPORT, train=_TRAIN, trainer=train_entry, evaluator=evaluate_dataset))
+
+
+_entry("wifi-mamba", WiFiMamba, model.CONFIGS, "cpu",
+       "dual-stream selective SSM for WiFi CSI 3D multi-person pose", PAPER)
+_entry("wifi-petr", PETRBaseline, baseline.CONFIGS, "cpu",
+       "PETR-style transformer baseline for WiFi CSI 3D pose",
+       "Yan et al., Person-in-WiFi 3D, CVPR 2024")

@@ -1,0 +1,231 @@
+"""A physically motivated CSI simulator in the Person-in-WiFi 3D format (design.md: Data).
+
+No public CSI can ship with edgekit, so this renders complex CSI ``(3, 3, 30, 20)`` per frame from
+3D skeletons [ours, following the standard ray model of WiFi sensing, e.g. Wang et al.,
+"Understanding and Modeling of WiFi Signal Based Human Activity Recognition", MobiCom 2015]:
+
+    H[r, a, k, p] = g_rp · e^{j(φ_rp + 2π k Δf τ_rp)} · Σ_m  γ_m / L_m(p) · e^{-j 2π f_k L_m(p) / c}  + n
+
+over paths m: the line of sight (γ = 1, L = |tx - rx_a|), a few static wall reflections (image
+sources, fixed per room) and one path per body keypoint (γ = reflectivity of that body part,
+bistatic length L = |tx - q| + |q - rx_a| with the 1/(|tx - q|·|q - rx_a|) spreading of a point
+scatterer). ``f_k`` are the 30 Intel 5300 subcarriers of the 5.64 GHz channel; the hardware adds
+per-packet random phase offsets (carrier frequency offset φ and sampling time offset τ, the linear
+slope that phase sanitisation removes), automatic gain control g and thermal noise n.
+
+People walk (speed, heading, gait cycle with arm and leg swing, occasional arm raises) inside the
+sensing area and bounce off its borders; packets within a frame sample the motion, so Doppler and
+micro-motion appear across the 20 packets; frames of one sequence are consecutive.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from edgekit.methods.wifi_mamba.csi import (CSI_SHAPE, N_ANT, N_KPT, N_PKT, N_RX, SUBCARRIER_FREQ_HZ,
+                              SUBCARRIER_INDEX, SUBCARRIER_SPACING_HZ)
+
+C = 299_792_458.0
+WAVELENGTH = C / 5.64e9
+MAX_PERSONS = 3
+
+# Standing skeleton in body coordinates (lateral u, forward f, up z), metres, for 1.75 m height.
+_TEMPLATE = np.array([
+    [0.00, 0.0, 1.65], [0.00, 0.0, 1.45],                                          # head, neck
+    [-0.19, 0.0, 1.42], [-0.22, 0.0, 1.13], [-0.24, 0.0, 0.86],                   # right arm
+    [0.19, 0.0, 1.42], [0.22, 0.0, 1.13], [0.24, 0.0, 0.86],                      # left arm
+    [-0.10, 0.0, 0.95], [-0.10, 0.0, 0.52], [-0.10, 0.0, 0.08],                   # right leg
+    [0.10, 0.0, 0.95], [0.10, 0.0, 0.52], [0.10, 0.0, 0.08],                      # left leg
+])
+# Relative reflectivity per keypoint: the torso (neck, shoulders, hips) reflects most.
+_REFLECTIVITY = np.array([0.6, 1.0, 0.8, 0.4, 0.3, 0.8, 0.4, 0.3, 0.9, 0.5, 0.3, 0.9, 0.5, 0.3])
+_ARM = {"r": (3, 4), "l": (6, 7)}
+_LEG = {"r": (9, 10), "l": (12, 13)}
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One transmitter, three receivers with three-antenna λ/2 arrays, static reflectors."""
+
+    tx: np.ndarray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0]))
+    rx_centres: np.ndarray = field(default_factory=lambda: np.array(
+        [[-2.2, 3.0, 1.0], [2.2, 3.0, 1.0], [0.0, 6.0, 1.0]]))
+    area_x: tuple[float, float] = (-1.4, 1.4)  # where people walk
+    area_y: tuple[float, float] = (1.5, 4.5)
+    n_reflectors: int = 4
+    seed: int = 1234  # fixes the room (reflectors)
+
+    def antennas(self) -> np.ndarray:
+        """(3, 3, 3): receiver, antenna, xyz; arrays vertical so each sees the room alike."""
+        offsets = (np.arange(N_ANT) - (N_ANT - 1) / 2) * WAVELENGTH / 2
+        ants = np.repeat(self.rx_centres[:, None, :], N_ANT, axis=1).copy()
+        ants[..., 2] += offsets[None, :]
+        return ants
+
+    def reflectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Static scatterers (wall and furniture points) and their complex reflection gains."""
+        rng = np.random.default_rng(self.seed)
+        pts = np.stack([rng.uniform(-3.5, 3.5, self.n_reflectors),
+                        rng.uniform(-0.5, 7.5, self.n_reflectors),
+                        rng.uniform(0.2, 2.5, self.n_reflectors)], axis=1)
+        gains = rng.uniform(0.3, 0.8, self.n_reflectors) * np.exp(
+            1j * rng.uniform(0, 2 * np.pi, self.n_reflectors))
+        return pts, gains
+
+
+@dataclass(frozen=True)
+class Impairments:
+    snr_db: float = 25.0
+    sto_ns: float = 40.0  # sampling time offset drawn in +-sto_ns per packet and receiver
+    agc_std: float = 0.05  # log-normal gain jitter
+    body_gain: float = 0.5  # scales every keypoint's reflectivity
+    packet_interval_s: float = 1e-3
+    frame_interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class PoseData:
+    """Frames of simulated (or loaded) CSI with their labels."""
+
+    csi: np.ndarray  # (F, 3, 3, 30, 20) complex64
+    keypoints: np.ndarray  # (F, 3, 14, 3) float32 metres; rows >= n_persons are zero
+    n_persons: np.ndarray  # (F,) int64
+    sequence: np.ndarray  # (F,) int64: which sequence a frame belongs to (frames are in order)
+
+    def __len__(self) -> int:
+        return len(self.csi)
+
+
+class _Walker:
+    """One person's motion: position, heading, gait cycle and an occasional arm raise."""
+
+    def __init__(self, rng: np.random.Generator, pos: np.ndarray, geo: Geometry) -> None:
+        self.pos = pos
+        speed = rng.uniform(0.0, 0.9)
+        heading = rng.uniform(0, 2 * np.pi)
+        self.vel = speed * np.array([np.cos(heading), np.sin(heading)])
+        self.yaw = heading if speed > 0.1 else rng.uniform(0, 2 * np.pi)
+        self.scale = rng.uniform(0.88, 1.1)
+        self.gait_hz = 0.9 + 0.9 * speed
+        self.gait_phase = rng.uniform(0, 2 * np.pi)
+        self.swing = min(1.0, speed / 0.6)
+        self.raise_amp = rng.uniform(0, 1) if rng.random() < 0.4 else 0.0
+        self.raise_hz = rng.uniform(0.2, 0.6)
+        self.raise_side = rng.integers(2)
+        self.geo = geo
+
+    def step(self, dt: float) -> None:
+        self.pos = self.pos + self.vel * dt
+        for i, (lo, hi) in enumerate((self.geo.area_x, self.geo.area_y)):
+            if not lo <= self.pos[i] <= hi:
+                self.vel[i] = -self.vel[i]
+                self.pos[i] = np.clip(self.pos[i], lo, hi)
+                if np.linalg.norm(self.vel) > 0.1:
+                    self.yaw = float(np.arctan2(self.vel[1], self.vel[0]))
+
+    def poses(self, t: np.ndarray) -> np.ndarray:
+        """(len(t), 14, 3) world keypoints at times ``t`` (s) after the current step."""
+        local = np.repeat(_TEMPLATE[None] * self.scale, len(t), axis=0)  # (T, 14, 3)
+        phase = 2 * np.pi * self.gait_hz * t + self.gait_phase
+        s = np.sin(phase)[:, None] * self.swing
+        for side, sign in (("r", 1.0), ("l", -1.0)):
+            (elbow, wrist), (knee, ankle) = _ARM[side], _LEG[side]
+            local[:, elbow, 1] += sign * 0.12 * s[:, 0]
+            local[:, wrist, 1] += sign * 0.25 * s[:, 0]
+            local[:, knee, 1] -= sign * 0.15 * s[:, 0]
+            local[:, ankle, 1] -= sign * 0.30 * s[:, 0]
+        if self.raise_amp:
+            lift = self.raise_amp * 0.5 * (1 - np.cos(2 * np.pi * self.raise_hz * t + self.gait_phase))
+            elbow, wrist = _ARM["r" if self.raise_side == 0 else "l"]
+            local[:, elbow, 2] += 0.25 * lift
+            local[:, wrist, 2] += 0.65 * lift
+            local[:, wrist, 1] += 0.2 * lift
+        c, sn = np.cos(self.yaw), np.sin(self.yaw)
+        # body forward axis f -> heading (c, sn); lateral u -> (sn, -c)
+        x = local[..., 0] * sn + local[..., 1] * c
+        y = -local[..., 0] * c + local[..., 1] * sn
+        centre = self.pos[None, :] + self.vel[None, :] * t[:, None]  # (T, 2)
+        return np.stack([x + centre[:, :1], y + centre[:, 1:], local[..., 2]], axis=-1)
+
+
+def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
+               rng: np.random.Generator) -> np.ndarray:
+    """CSI ``(3, 3, 30, P)`` for keypoints ``(P, M, 3)`` (all persons' keypoints per packet)."""
+    ants = geo.antennas().reshape(N_RX * N_ANT, 3)  # (9, 3)
+    refl_pts, refl_gain = geo.reflectors()
+    n_pkt, m = keypoints.shape[:2]
+    k = 2 * np.pi * SUBCARRIER_FREQ_HZ / C  # (30,) wavenumbers
+    # line of sight and static reflections: (9, R+1) lengths and gains
+    los = np.linalg.norm(ants - geo.tx, axis=-1)[:, None]
+    d1 = np.linalg.norm(refl_pts - geo.tx, axis=-1)  # (R,)
+    d2 = np.linalg.norm(ants[:, None] - refl_pts[None], axis=-1)  # (9, R)
+    static_len = np.concatenate([los, d1[None] + d2], axis=1)
+    static_amp = np.concatenate([1.0 / los, refl_gain[None] / (d1[None] * d2)], axis=1)
+    h_static = (static_amp[..., None] * np.exp(-1j * static_len[..., None] * k)).sum(1)  # (9, 30)
+    # body keypoints, per packet: (P, M) and (P, 9, M)
+    b1 = np.linalg.norm(keypoints - geo.tx, axis=-1)
+    b2 = np.linalg.norm(ants[None, :, None] - keypoints[:, None], axis=-1)
+    gamma = imp.body_gain * np.tile(_REFLECTIVITY, m // N_KPT)
+    amp = gamma[None, None] / (b1[:, None] * b2)
+    length = b1[:, None] + b2
+    h_body = np.einsum("pam,pamk->pak", amp, np.exp(-1j * length[..., None] * k))  # (P, 9, 30)
+    h = h_static[None] + h_body
+    # hardware: per packet and receiver phase offset, time offset (linear slope) and gain
+    phi = rng.uniform(0, 2 * np.pi, (n_pkt, N_RX))
+    tau = rng.uniform(-imp.sto_ns, imp.sto_ns, (n_pkt, N_RX)) * 1e-9
+    gain = np.exp(rng.normal(0, imp.agc_std, (n_pkt, N_RX)))
+    rot = gain[..., None] * np.exp(1j * (phi[..., None] + 2 * np.pi * SUBCARRIER_SPACING_HZ
+                                         * SUBCARRIER_INDEX * tau[..., None]))  # (P, 3, 30)
+    h = h.reshape(n_pkt, N_RX, N_ANT, -1) * rot[:, :, None]
+    noise_std = np.sqrt(np.mean(np.abs(h) ** 2) / 10 ** (imp.snr_db / 10) / 2)
+    h = h + noise_std * (rng.standard_normal(h.shape) + 1j * rng.standard_normal(h.shape))
+    return np.moveaxis(h, 0, -1)  # (3, 3, 30, P)
+
+
+def _place(rng: np.random.Generator, n: int, geo: Geometry, min_sep: float = 0.7) -> list[np.ndarray]:
+    spots: list[np.ndarray] = []
+    while len(spots) < n:
+        p = np.array([rng.uniform(*geo.area_x), rng.uniform(*geo.area_y)])
+        if all(np.linalg.norm(p - q) >= min_sep for q in spots):
+            spots.append(p)
+    return spots
+
+
+def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
+                      geo: Geometry = Geometry(), imp: Impairments = Impairments(),
+                      n_packets: int = N_PKT) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive frames of 1..3 walking people: CSI ``(F, 3, 3, 30, n_packets)`` complex64 and
+    keypoints ``(F, 3, 14, 3)`` float32 (zero rows beyond ``n_persons``), labelled at each
+    frame's first packet."""
+    if not 1 <= n_persons <= MAX_PERSONS:
+        raise ValueError(f"n_persons must be 1..{MAX_PERSONS}, got {n_persons}")
+    walkers = [_Walker(rng, p, geo) for p in _place(rng, n_persons, geo)]
+    t = np.arange(n_packets) * imp.packet_interval_s
+    csi = np.empty((n_frames, N_RX, N_ANT, CSI_SHAPE[2], n_packets), np.complex64)
+    kpts = np.zeros((n_frames, MAX_PERSONS, N_KPT, 3), np.float32)
+    for f in range(n_frames):
+        poses = [w.poses(t) for w in walkers]  # each (P, 14, 3)
+        kpts[f, :n_persons] = np.stack([p[0] for p in poses])
+        csi[f] = render_csi(np.concatenate(poses, axis=1), geo, imp, rng)
+        for w in walkers:
+            w.step(imp.frame_interval_s)
+            w.gait_phase += 2 * np.pi * w.gait_hz * imp.frame_interval_s
+    return csi, kpts
+
+
+def simulate_dataset(n_sequences: int, frames_per_sequence: int, seed: int = 0,
+                     persons: tuple[int, ...] = (1, 2, 3), geo: Geometry = Geometry(),
+                     imp: Impairments = Impairments()) -> PoseData:
+    """``n_sequences`` sequences, person counts cycling through ``persons``."""
+    rng = np.random.default_rng(seed)
+    csis, kpts, counts, seqs = [], [], [], []
+    for s in range(n_sequences):
+        n = persons[s % len(persons)]
+        c, k = simulate_sequence(frames_per_sequence, n, rng, geo, imp)
+        csis.append(c)
+        kpts.append(k)
+        counts.append(np.full(frames_per_sequence, n, np.int64))
+        seqs.append(np.full(frames_per_sequence, s, np.int64))
+    return PoseData(np.concatenate(csis), np.concatenate(kpts), np.concatenate(counts),
+                    np.concatenate(seqs))

@@ -1,0 +1,313 @@
+"""``edgekit moe``: ZipMoE lossless compressed MoE serving (methods.md §4).
+
+    make-tiny DIR      a tiny random checkpoint in a real Hugging Face layout
+    compress CKPT      a checkpoint into a ZipMoE store (codec, 4 KiB-aligned chunks, manifest)
+    verify STORE       check every chunk's CRC-32 and decode every tensor
+    serve STORE        generate from a prompt under a memory budget
+    bench STORE        ZipMoE against naive offload and all-in-memory, same prompts
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+import click
+import torch
+from rich import box
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from edgekit.cli.common import console, err_console, write_json
+from edgekit.errors import UsageError
+from edgekit.kernels import zipmoe_codec as codec
+from edgekit.methods.zipmoe.cache import POLICIES
+from edgekit.methods.zipmoe.config import ALIASES
+from edgekit.methods.zipmoe.engine import (DEFAULT_PROMPTS, MODES, Engine, EngineSettings, bench,
+                                 parse_size, prefetch_summary)
+from edgekit.methods.zipmoe.store import Store
+from edgekit.methods.zipmoe.tiny import SIZES
+from edgekit.provenance import report_document
+
+
+@click.group("moe")
+def moe() -> None:
+    """ZipMoE: lossless compressed MoE serving under a memory budget."""
+
+
+@contextmanager
+def _progress(description: str):  # noqa: ANN202 - yields rich's Progress
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TimeElapsedColumn(), console=err_console, transient=True) as progress:
+        yield progress
+
+
+def _storage(storage_profile: str | None, bandwidth: float | None) -> tuple[float | None, str]:
+    if bandwidth is not None:
+        if bandwidth <= 0:
+            raise UsageError(f"--bandwidth must be positive, got {bandwidth}")
+        return bandwidth * 1e9, f"--bandwidth {bandwidth:g} GB/s"
+    if storage_profile is None:
+        return None, ""
+    from edgekit.profiles import load_profile
+
+    profile = load_profile(storage_profile)
+    if profile.storage_bandwidth_bytes_s is None:
+        raise UsageError(f"profile '{storage_profile}' gives no storage bandwidth",
+                         hint="pass --bandwidth GB/s")
+    return profile.storage_bandwidth_bytes_s, f"profile {profile.name} (storage.bandwidth_gbs)"
+
+
+def _settings(store: Store, mode: str, memory_budget: str, workers: int | None, policy: str,
+              storage_profile: str | None, bandwidth: float | None, direct: bool,
+              full_ratio: float | None, threads: int | None, prefetch: bool) -> EngineSettings:
+    if threads is not None:
+        if threads < 1:
+            raise UsageError(f"--threads must be at least 1, got {threads}")
+        torch.set_num_threads(threads)
+    cap, source = _storage(storage_profile, bandwidth)
+    return EngineSettings(mode=mode, memory_budget=parse_size(memory_budget,
+                                                              store.total_expert_bytes),
+                          workers=workers, policy=policy, bandwidth_bytes_s=cap,
+                          bandwidth_source=source, direct=direct, full_ratio=full_ratio,
+                          prefetch=prefetch)
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.2f}"
+
+
+def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
+    options = [
+        click.option("--memory-budget", default="25%", show_default=True,
+                     help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
+                          "bf16 bytes like 25%."),
+        click.option("--workers", type=int,
+                     help="ZipMoE decode worker threads (L); 0 decodes on the compute thread. "
+                          "Default: the cores left after the compute threads and the I/O "
+                          "thread, 0 to 4."),
+        click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
+                     show_default=True, help="ZipMoE eviction policy."),
+        click.option("--full-ratio", type=float,
+                     help="Fix the full-pool share of the budget instead of planning it."),
+        click.option("--prefetch/--no-prefetch", default=True, show_default=True,
+                     help="ZipMoE: start reading the next layer's predicted experts early."),
+        click.option("--storage-profile",
+                     help="Cap storage reads at this device profile's storage bandwidth "
+                          "(e.g. jetson-agx-orin-64gb)."),
+        click.option("--bandwidth", type=float, help="Cap storage reads at this many GB/s."),
+        click.option("--direct/--no-direct", default=True, show_default=True,
+                     help="O_DIRECT reads where the file system allows."),
+        click.option("--threads", type=int, default=1, show_default=True,
+                     help="torch intra-op threads for compute (decode workers use the rest)."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@moe.command("make-tiny")
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--family", type=click.Choice(sorted(ALIASES)), default="qwen", show_default=True)
+@click.option("--size", type=click.Choice(SIZES), default="tiny", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
+    """Write a tiny random MoE checkpoint (config.json + bf16 safetensors, real HF names)."""
+    from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
+    from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(folder, family, size, seed)
+    with Checkpoint(path) as ck:
+        cfg = ck.config
+        params = sum(torch.Size(s).numel() for s in cfg.tensor_shapes().values())
+        console.print(f"wrote {escape(str(path))}: {cfg.family}, {cfg.num_layers} layers "
+                      f"({len(cfg.moe_layers)} MoE), {cfg.num_experts} experts top-{cfg.top_k}"
+                      f"{', shared experts' if cfg.shared_intermediate else ''}, "
+                      f"{params / 1e6:.2f}M parameters (bf16)")
+
+
+@moe.command("compress")
+@click.argument("checkpoint", type=click.Path(exists=True, file_okay=False))
+@click.option("-o", "--output", "output", required=True, type=click.Path(file_okay=False),
+              help="Store folder to write.")
+@click.option("--codec", "codec_name", type=click.Choice(codec.CODECS),
+              default=codec.DEFAULT_CODEC, show_default=True)
+@click.option("--level", type=int, help="Compression level (default: zstd 16, lz4 9).")
+@click.option("--chunks", type=int, default=codec.DEFAULT_CHUNKS, show_default=True,
+              help="Exponent chunks per tensor (K).")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--trace/--no-trace", default=True, show_default=True,
+              help="Record a routing trace (calibration text) for the planner.")
+def compress(checkpoint: str, output: str, codec_name: str, level: int | None, chunks: int,
+             workers: int, trace: bool) -> None:
+    """Compress a Hugging Face MoE checkpoint into a ZipMoE store."""
+    from edgekit.methods.zipmoe.compress import compress_checkpoint
+
+    with _progress("compress") as progress:
+        task = progress.add_task("compressing", total=None)
+
+        def tick(name: str, done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        manifest = compress_checkpoint(checkpoint, output, codec_name=codec_name, level=level,
+                                       chunks=chunks, workers=workers, trace=trace,
+                                       progress=tick)
+    store = Store(output)
+    console.print(render_store(store))
+    trace_doc = manifest.get("trace", {})
+    console.print("routing trace: " + escape(
+        f"{trace_doc['tokens']} tokens of the calibration text" if "counts" in trace_doc
+        else f"none ({trace_doc.get('skipped')})"))
+
+
+def store_summary(store: Store) -> dict[str, Any]:
+    groups: dict[str, list] = {"experts": [], "dense": []}
+    for name, entry in store.tensors.items():
+        groups["experts" if ".experts." in name else "dense"].append(entry)
+    out = {}
+    for group, entries in groups.items():
+        params = sum(e.numel for e in entries)
+        z = [e for e in entries if e.encoding == "zipmoe"]
+        zparams = sum(e.numel for e in z)
+        out[group] = {
+            "tensors": len(entries), "params": params,
+            "original_bytes": sum(e.nbytes for e in entries),
+            "stored_bytes": sum(e.stored_bytes for e in entries),
+            "bits_per_param": 8 * sum(e.stored_bytes for e in entries) / max(1, params),
+            "exponent_bits": 8 * sum(e.exponent_bytes for e in z) / max(1, zparams),
+        }
+    return out
+
+
+def render_store(store: Store) -> Table:
+    c = store.manifest["codec"]
+    table = Table(title=f"{escape(store.folder.name)} · {c['name']} level {c['level']} · "
+                        f"<= {c['chunks']} chunks/tensor · {c['alignment'] // 1024} KiB aligned",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("", "tensors", "params", "bf16 MiB", "stored MiB", "bits/param", "exp bits"):
+        table.add_column(col, justify="left" if not col else "right")
+    for group, s in store_summary(store).items():
+        table.add_row(group, str(s["tensors"]), f"{s['params']:,}", _mib(s["original_bytes"]),
+                      _mib(s["stored_bytes"]), f"{s['bits_per_param']:.3f}",
+                      f"{s['exponent_bits']:.3f}")
+    return table
+
+
+@moe.command("verify")
+@click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
+def verify(store_path: str) -> None:
+    """Check every chunk's CRC-32 and decode every tensor of a store."""
+    store = Store(store_path)
+    with _progress("verify") as progress:
+        task = progress.add_task("verifying", total=len(store.tensors))
+        count = store.verify(lambda name: progress.advance(task))
+    console.print(f"{escape(str(store.folder))}: {count} tensors verified "
+                  f"({store.data_path.stat().st_size / 2**20:.2f} MiB)")
+
+
+@moe.command("serve")
+@click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
+@click.option("--prompt", required=True, help="Text to continue (byte-level tokens).")
+@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--mode", type=click.Choice(MODES), default="zipmoe", show_default=True)
+@_engine_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the metrics as JSON.")
+def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_budget: str,
+          workers: int | None, policy: str, full_ratio: float | None, prefetch: bool,
+          storage_profile: str | None, bandwidth: float | None, direct: bool, threads: int,
+          json_path: str | None) -> None:
+    """Generate tokens from STORE under a memory budget for the experts."""
+    store = Store(store_path)
+    settings = _settings(store, mode, memory_budget, workers, policy, storage_profile, bandwidth,
+                         direct, full_ratio, threads, prefetch)
+    with Engine(store, settings) as engine:
+        gen = engine.generate(prompt, max_new_tokens)
+        metrics = engine.metrics()
+    text = "".join(ch if ch.isprintable() or ch == "\n" else "\ufffd" for ch in gen.text)
+    console.print(f"[bold]{escape(prompt)}[/bold]{escape(text)}", soft_wrap=True)
+    x = metrics["experts"]
+    line = (f"{mode}: {metrics['new_tokens']} tokens, TTFT {metrics['ttft_ms']:.1f} ms, "
+            f"TPOT {metrics['tpot_ms']:.1f} ms, {metrics['tokens_per_s']:.2f} tokens/s; "
+            f"hits full {x['full_hit_rate']:.0%} SM {x['sm_hit_rate']:.0%} "
+            f"miss {x['miss_rate']:.0%}; read {_mib(metrics['bytes_read'])} MiB; "
+            f"storage: {_storage_text(metrics['storage'])}")
+    err_console.print(escape(line))
+    write_json(json_path, report_document("moe/serve", {
+        "store": str(store.folder), "prompt": prompt, "text": gen.text, "tokens": gen.tokens,
+        "budget_bytes": settings.memory_budget, **metrics}))
+
+
+def _storage_text(storage: dict[str, Any]) -> str:
+    parts = [str(storage.get("reads"))]
+    if "bandwidth" in storage:
+        parts.append(str(storage["bandwidth"]))
+    if storage.get("bandwidth_source"):
+        parts.append(f"from {storage['bandwidth_source']}")
+    return ", ".join(parts)
+
+
+def render_bench(report: dict[str, Any]) -> Table:
+    s, m = report["settings"], report["model"]
+    table = Table(title=f"ZipMoE bench · {m['family']}, {m['moe_layers']} MoE layers x "
+                        f"{m['experts']} experts top-{m['top_k']} · budget "
+                        f"{_mib(s['memory_budget_bytes'])} MiB "
+                        f"({s['budget_share_of_experts']:.0%} of experts)",
+                  box=box.SIMPLE_HEAD, title_justify="left")
+    for col in ("mode", "tokens/s", "TTFT ms", "TPOT ms", "full hit", "SM hit", "miss",
+                "prefetched", "read MiB", "wait s"):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for mode, r in report["results"].items():
+        x = r["experts"]
+        table.add_row(mode, f"{r['tokens_per_s']:.2f}", f"{r['ttft_ms']:.1f}",
+                      f"{r['tpot_ms']:.1f}", f"{x['full_hit_rate']:.1%}",
+                      f"{x['sm_hit_rate']:.1%}", f"{x['miss_rate']:.1%}",
+                      prefetch_summary(x), _mib(r["bytes_read"]), f"{x['wait_s']:.2f}")
+    return table
+
+
+@moe.command("bench")
+@click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
+@click.option("--prompt", "prompts", multiple=True,
+              help="A prompt (repeatable; default: three built-in prompts).")
+@click.option("--max-new-tokens", type=int, default=16, show_default=True)
+@click.option("--modes", default=",".join(MODES), show_default=True,
+              help="Comma-separated modes to run.")
+@_engine_options
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the report as JSON.")
+def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int, modes: str,
+                  memory_budget: str, workers: int | None, policy: str, full_ratio: float | None,
+                  prefetch: bool, storage_profile: str | None, bandwidth: float | None,
+                  direct: bool, threads: int, json_path: str | None) -> None:
+    """ZipMoE against naive offload and all-in-memory: TTFT, TPOT, tokens/s, hits, bytes."""
+    store = Store(store_path)
+    settings = _settings(store, "zipmoe", memory_budget, workers, policy, storage_profile,
+                         bandwidth, direct, full_ratio, threads, prefetch)
+    mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+    prompt_list = prompts or DEFAULT_PROMPTS
+    with _progress("bench") as progress:
+        task = progress.add_task("generating", total=len(mode_list) * len(prompt_list))
+        report = bench(store, settings, prompt_list, max_new_tokens, mode_list,
+                       progress=lambda mode, done, total: progress.update(
+                           task, completed=done, description=f"{mode}"))
+    console.print(render_bench(report))
+    storage = next((r["storage"] for r in report["results"].values()
+                    if r["mode"] != "memory"), None)
+    if storage:
+        console.print("storage: " + escape(_storage_text(storage)))
+    z = report["results"].get("zipmoe")
+    if z:
+        plan = z["provider"]["plan"]
+        console.print(escape(f"plan: full share {plan['full_ratio']:.2f} -> "
+                             f"{plan['full_slots_per_layer']} full + {plan['sm_slots_per_layer']}"
+                             f" SM slots per layer ({plan['reason']})"))
+    for name, value in report["speedup"].items():
+        console.print(f"{name.replace('_', ' ')}: {value:.2f}x tokens/s")
+    logits = report["logits"]
+    console.print(f"logits bit-identical across {', '.join(logits['modes'])}: "
+                  f"{'yes' if logits['identical'] else 'NO'} ({logits['steps_compared']} steps)")
+    write_json(json_path, report_document("moe/bench", report))
+
+
+COMMANDS = [moe]

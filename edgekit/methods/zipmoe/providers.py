@@ -1,0 +1,544 @@
+"""Where the serving engine's experts come from: all in memory, naive offload, or ZipMoE.
+
+All three hand the model the same bf16 tensors (the store's round trip is bit-exact), so they
+give bit-identical logits; they differ only in what is held in memory and what is read when.
+
+    MemoryExperts    every expert decoded once at start-up and kept (the upper bound)
+    NaiveOffload     bf16 experts read on demand, one after another, into one LRU cache of the
+                     byte budget; compute waits for each read (HF Accelerate-style offload)
+    ZipMoEExperts    full and SM-only pools per layer (cache.py), the Type-I/Type-II order
+                     (scheduler.py), one I/O thread reading sign-mantissa bytes and L decode
+                     workers reading and decompressing exponent chunks, overlapping the
+                     layer's compute on the experts already there; and the next layer's
+                     predicted experts prefetched behind the current layer's reads, as the
+                     authors' engine does (``prefetch``; the model predicts, model.py)
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import os
+import queue
+import statistics
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from edgekit.kernels import zipmoe_codec as codec
+from edgekit.methods.zipmoe.cache import FULL, SM, Policy, Pool, ZipMoECache
+from edgekit.methods.zipmoe.io import StorageReader, wait_until
+from edgekit.methods.zipmoe.model import ExpertWeights
+from edgekit.methods.zipmoe.planner import DelayModel, Plan, plan_pools, pool_slots, popularity_by_rank
+from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
+from edgekit.methods.zipmoe.store import Store, StoreError, TensorEntry, align_up, check_extent
+
+Key = tuple[int, int]  # (layer, expert)
+# [ours] How far ahead of a capped channel the I/O thread books reads: enough to cover the
+# decode workers' and the compute thread's scheduling delays, little enough that reads of a
+# mispredicted prefetch are mostly still unbooked, and cancelled, when the layer routes.
+READ_AHEAD_S = 1e-3
+
+
+@dataclass
+class ExpertStats:
+    activations: int = 0     # (layer, expert) uses, one per layer step that routes to it
+    full_hits: int = 0       # decoded expert already in memory
+    sm_hits: int = 0         # sign-mantissa bytes in memory, exponents read and decoded
+    misses: int = 0          # everything read (and decoded, for ZipMoE)
+    prefetched: int = 0      # of the SM hits and misses: reads started by a prefetch
+    prefetch_wasted: int = 0  # prefetched experts the layer did not route to
+    wait_s: float = 0.0      # time the compute thread spent waiting for experts
+
+    def to_json(self) -> dict[str, float]:
+        n = max(1, self.activations)
+        issued = self.prefetched + self.prefetch_wasted
+        return {"activations": self.activations, "full_hits": self.full_hits,
+                "sm_hits": self.sm_hits, "misses": self.misses,
+                "full_hit_rate": self.full_hits / n, "sm_hit_rate": self.sm_hits / n,
+                "miss_rate": self.misses / n, "prefetched": self.prefetched,
+                "prefetch_wasted": self.prefetch_wasted,
+                "prefetch_precision": self.prefetched / issued if issued else None,
+                "wait_s": self.wait_s}
+
+
+def _tensor_from_bytes(data: bytes, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8).view(
+        getattr(torch, dtype)).reshape(shape)
+
+
+class MemoryExperts:
+    """Every expert decoded at start-up and held in memory."""
+
+    mode = "memory"
+
+    def __init__(self, store: Store, workers: int = 2) -> None:
+        self.stats = ExpertStats()
+        self.experts: dict[Key, ExpertWeights] = {}
+        with cf.ThreadPoolExecutor(max(1, workers)) as pool:
+            for layer in store.config.moe_layers:
+                for expert in range(store.config.num_experts):
+                    names = [e.name for e in store.expert_entries(layer, expert)]
+                    self.experts[layer, expert] = ExpertWeights(
+                        *(store.load_tensor(n, pool) for n in names))
+        self.resident_bytes = store.total_expert_bytes
+
+    def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
+        for expert in sorted(tokens):
+            self.stats.activations += 1
+            self.stats.full_hits += 1
+            yield expert, self.experts[layer, expert]
+
+    def describe(self) -> dict[str, object]:
+        return {"resident_expert_bytes": self.resident_bytes}
+
+    def close(self) -> None:
+        self.experts.clear()
+
+
+class NaiveOffload:
+    """bf16 experts read on demand into an LRU cache of ``budget_bytes`` (all layers together).
+
+    The bf16 experts live in a plain file written from the store at start-up (each expert's three
+    matrices contiguous, 4 KiB aligned) beside the store, so both read from the same device."""
+
+    mode = "naive"
+
+    def __init__(self, store: Store, budget_bytes: int, reader_factory, workers: int = 2,
+                 scratch: str | Path | None = None) -> None:
+        self.store = store
+        self.stats = ExpertStats()
+        self.expert_bytes = store.expert_bytes
+        slots = int(budget_bytes // self.expert_bytes)
+        self.lru = Pool("lru", slots, self.expert_bytes, Policy("lru"))
+        self._dir = Path(tempfile.mkdtemp(prefix=".zipmoe-naive-", dir=_scratch_dir(store,
+                                                                                    scratch)))
+        self.path = self._dir / "experts.bf16"
+        self.index: dict[Key, tuple[int, int]] = {}
+        self._write(workers)
+        self.reader: StorageReader = reader_factory(self.path)
+
+    def _write(self, workers: int) -> None:
+        offset = 0
+        with open(self.path, "wb") as handle, cf.ThreadPoolExecutor(max(1, workers)) as pool:
+            for layer in self.store.config.moe_layers:
+                for expert in range(self.store.config.num_experts):
+                    parts = [self.store.load_tensor(e.name, pool).contiguous().view(torch.uint8)
+                             .numpy().tobytes() for e in self.store.expert_entries(layer, expert)]
+                    data = b"".join(parts)
+                    handle.write(data + b"\0" * (align_up(len(data)) - len(data)))
+                    self.index[layer, expert] = (offset, len(data))
+                    offset += align_up(len(data))
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
+        entries = None
+        for expert in sorted(tokens):
+            key = (layer, expert)
+            self.stats.activations += 1
+            if key in self.lru:
+                self.stats.full_hits += 1
+                yield expert, self.lru.hit(key, tokens[expert])
+                continue
+            self.stats.misses += 1
+            t0 = time.perf_counter()
+            offset, size = self.index[key]
+            data = self.reader.read(offset, size)
+            entries = entries or self.store.expert_entries(layer, 0)
+            weights, start = [], 0
+            for entry in entries:
+                weights.append(_tensor_from_bytes(data[start:start + entry.nbytes], entry.shape,
+                                                  entry.dtype))
+                start += entry.nbytes
+            ew = ExpertWeights(*weights)
+            self.stats.wait_s += time.perf_counter() - t0
+            self.lru.admit(key, ew, tokens[expert])
+            yield expert, ew
+
+    def describe(self) -> dict[str, object]:
+        return {"lru_slots": self.lru.slots, "expert_bytes": self.expert_bytes,
+                "bytes_read": self.reader.stats.bytes, "reads": self.reader.stats.reads}
+
+    def close(self) -> None:
+        self.reader.close()
+        for child in self._dir.iterdir():
+            child.unlink()
+        self._dir.rmdir()
+
+
+def _rebuild(entry: TensorEntry, exponent: np.ndarray, raw: bytes) -> torch.Tensor:
+    """A tensor from its exponent plane and raw bytes (the codec's vectorised inverse split)."""
+    return codec.merge_planes(exponent, np.frombuffer(raw, np.uint8), entry.dtype, entry.shape)
+
+
+def _scratch_dir(store: Store, scratch: str | Path | None) -> str | None:
+    if scratch is not None:
+        return str(scratch)
+    parent = store.folder.resolve().parent
+    return str(parent) if os.access(parent, os.W_OK) else None
+
+
+# --------------------------------------------------------------------------------------------
+# ZipMoE
+# --------------------------------------------------------------------------------------------
+
+class _ExpertJob:
+    """Reads and decodes of one expert; when the last operation finishes (or one fails) the job
+    goes to the ``done`` queue of the layer step that uses it. A prefetched job gets its queue
+    only when that step adopts it (``deliver_to``), perhaps after it has finished."""
+
+    def __init__(self, layer: int, expert: int, tokens: int, entries: tuple[TensorEntry, ...],
+                 raws: list[bytes] | None, decision: str,
+                 done: queue.SimpleQueue | None = None) -> None:
+        self.layer, self.expert, self.tokens = layer, expert, tokens
+        self.entries, self.decision = entries, decision
+        self.type_i = raws is None
+        self.raws: list[bytes | None] = [None] * len(entries) if raws is None else list(raws)
+        self.exps: list[np.ndarray | None] = [None] * len(entries)
+        self.blobs: list[tuple[bytes, float] | None] = [None] * len(entries)  # no workers
+        self.pending = len(entries)  # exponent decodes (reads, without decode workers)
+        self.cancelled = False
+        self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = done
+        self.over = False  # finished or failed
+        self.futures: list[cf.Future] = []  # the I/O thread appends the decodes it queues
+
+    def _end(self) -> None:
+        """Called with the lock held, once."""
+        self.over = True
+        if self.done is not None:
+            self.done.put(self)
+
+    def deliver_to(self, done: queue.SimpleQueue) -> None:
+        with self.lock:
+            self.done = done
+            if self.over:
+                done.put(self)
+
+    def finish_one(self) -> None:
+        with self.lock:
+            self.pending -= 1
+            if self.pending == 0 and self.error is None:
+                self._end()
+
+    def fail(self, exc: BaseException) -> None:
+        with self.lock:
+            if self.error is None:
+                self.error = exc
+                self._end()
+
+    def cancel(self) -> None:
+        """Drop the operations not started yet (a prefetch nobody needs)."""
+        self.cancelled = True
+        for future in list(self.futures):
+            future.cancel()
+
+    def wait(self) -> None:
+        """Until every operation queued for the job has ended (reads queue decodes)."""
+        while any(not f.done() for f in self.futures):
+            cf.wait(list(self.futures))
+
+
+def _span(entry: TensorEntry) -> tuple[int, int]:
+    """Offset and length of one read covering all of a tensor's exponent chunks (they are
+    written back to back, each 4 KiB aligned)."""
+    first, last = entry.chunks[0], entry.chunks[-1]
+    return first.offset, last.end - first.offset
+
+
+class ZipMoEExperts:
+    """ZipMoE's cache, scheduler and decode engine over a store.
+
+    Threads [ours, for Python]: the authors' C++ engine has one I/O thread for sign-mantissa
+    bytes and L workers that each read and decompress an exponent chunk. Here the I/O thread
+    makes every read, in the scheduler's order and each tensor's sign-mantissa bytes before its
+    exponents, booking them on a capped channel up to ``READ_AHEAD_S`` ahead (``read_ahead``, as
+    an NVMe queue holds several commands); the L workers only decompress, one task per tensor
+    (its K chunks; a Python task costs tens of microseconds); the compute thread rebuilds each
+    tensor (vectorised) just before using it, like the authors' reconstruction kernel on the
+    compute stream. With L = 0 the compute thread also decompresses, just before rebuilding: on
+    a machine without a core to spare for workers (engine.default_workers) that is faster,
+    since a worker's many short GIL-free calls make the compute thread's torch calls wait for
+    the GIL. Workers that read and decode in turn leave the channel idle while all of them
+    decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
+    compute thread was measured slower on this 2-core machine, twice.
+    """
+
+    mode = "zipmoe"
+
+    def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
+                 policy: str = "zipmoe", full_ratio: float | None = None,
+                 prefetch: bool = True) -> None:
+        cfg = store.config
+        self.store, self.reader, self.workers = store, reader, max(0, workers)
+        self.stats = ExpertStats()
+        self.codec = store.codec
+        self.full_bytes = store.expert_bytes
+        first = store.expert_entries(cfg.moe_layers[0], 0)
+        self.sm_bytes = sum(e.raw.size for e in first)
+        self.tensors_per_expert = len(first)
+        self.chunks = max(len(e.chunks) for e in first)
+        self.decode_pool = (cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
+                            if self.workers else None)
+        self.io_thread = cf.ThreadPoolExecutor(1, thread_name_prefix="zipmoe-io")
+        self.budget_bytes = budget_bytes
+        layer_budget = budget_bytes / len(cfg.moe_layers)
+        self.profile = self._profile()
+        self.delay_model = DelayModel(
+            k=cfg.top_k, tensors_per_expert=self.tensors_per_expert, chunks=self.chunks,
+            workers=max(1, self.workers), decode_s=self.profile["decode_s"],
+            sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"])
+        if full_ratio is None:
+            trace = store.manifest.get("trace") or {}
+            counts = trace.get("counts") or {}
+            popularity = popularity_by_rank(counts, cfg.num_experts)
+            self.plan = plan_pools(popularity, self.delay_model, cfg.num_experts, layer_budget,
+                                   self.full_bytes, self.sm_bytes)
+            self.plan.reason += "; popularity from " + (
+                f"the store's routing trace ({trace.get('tokens')} tokens)" if counts else
+                "a uniform prior (the store has no routing trace)")
+        else:
+            n_full, n_sm = pool_slots(full_ratio, layer_budget, self.full_bytes, self.sm_bytes,
+                                      cfg.num_experts)
+            self.plan = Plan(full_ratio, n_full, n_sm, float("nan"), reason="fixed full ratio")
+        self.cache = ZipMoECache(list(cfg.moe_layers), cfg.num_experts, self.plan.full_slots,
+                                 self.plan.sm_slots, self.full_bytes, self.sm_bytes, policy)
+        self.policy = policy
+        self.prefetch_enabled = prefetch
+        self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
+
+    # -- profiling d_dec and d_sm on this device ---------------------------------------------
+    def _profile(self, repeats: int = 3) -> dict[str, float]:
+        cfg = self.store.config
+        entries = self.store.expert_entries(cfg.moe_layers[0], 0)
+        sm_times, dec_times = [], []
+        for _ in range(repeats):
+            for entry in entries:
+                t0 = time.perf_counter()
+                raw = self._read_raw(entry)
+                sm_times.append(time.perf_counter() - t0)
+                blob = self.reader.read(*_span(entry))
+                t0 = time.perf_counter()
+                exp = self._decompress(entry, blob)
+                _rebuild(entry, exp, raw)
+                dec_times.append(time.perf_counter() - t0)
+        self.reader.stats.reset()  # profiling reads are not the workload's
+        exp_bytes = sum(c.size for e in entries for c in e.chunks)
+        return {"decode_s": statistics.median(dec_times), "sm_read_s": statistics.median(sm_times),
+                "cr": exp_bytes / max(1, sum(e.raw.size for e in entries))}
+
+    # -- worker operations -------------------------------------------------------------------
+    def _read_raw(self, entry: TensorEntry) -> bytes:
+        return check_extent(entry, entry.raw, self.reader.read(entry.raw.offset, entry.raw.size),
+                            "sign-mantissa bytes")
+
+    def _decompress(self, entry: TensorEntry, blob: bytes) -> np.ndarray:
+        """Check and decode a tensor's K exponent chunks out of one spanning read."""
+        base = entry.chunks[0].offset
+        out = np.empty(entry.numel, np.uint8)
+        view = memoryview(blob)
+        for i, ext in enumerate(entry.chunks):
+            data = check_extent(entry, ext, view[ext.offset - base:ext.end - base],
+                                f"exponent chunk {i + 1} of {len(entry.chunks)}")
+            try:
+                out[ext.start:ext.stop] = np.frombuffer(
+                    codec.decompress_bytes(data, self.codec, ext.stop - ext.start), np.uint8)
+            except Exception as exc:
+                raise StoreError(f"tensor '{entry.name}': exponent chunk {i + 1} cannot be "
+                                 f"decoded ({exc})") from exc
+        return out
+
+    def _read_job(self, job: _ExpertJob) -> None:
+        """I/O thread: the job's reads in order, each tensor's sign-mantissa bytes (Type-I) before
+        its exponents, which go to a decode worker at once (or wait for the compute thread when
+        there are no workers). Reads are booked on a capped channel at most ``READ_AHEAD_S``
+        ahead, so a cancelled prefetch stops early."""
+        try:
+            for t, entry in enumerate(job.entries):
+                if job.cancelled:
+                    return
+                if job.type_i:
+                    self._throttle()
+                    data, _ = self.reader.read_ahead(entry.raw.offset, entry.raw.size)
+                    job.raws[t] = check_extent(entry, entry.raw, data, "sign-mantissa bytes")
+                self._throttle()
+                blob, ready_at = self.reader.read_ahead(*_span(entry))
+                if self.decode_pool is None:  # decoded on the compute thread (_finish)
+                    job.blobs[t] = (blob, ready_at)
+                    job.finish_one()
+                else:
+                    job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t,
+                                                               blob, ready_at))
+        except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
+            job.fail(exc)
+
+    def _decode_tensor(self, job: _ExpertJob, t: int, blob: bytes, ready_at: float) -> None:
+        """Decode worker: wait for the bytes to arrive (the sign-mantissa bytes, booked before
+        them, have arrived too), check and decompress them."""
+        if job.cancelled:
+            return
+        try:
+            wait_until(ready_at)
+            exp = self._decompress(job.entries[t], blob)
+            with job.lock:
+                job.exps[t] = exp
+            job.finish_one()
+        except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
+            job.fail(exc)
+
+    def _finish(self, job: _ExpertJob) -> ExpertWeights:
+        """Rebuild the expert's tensors on the compute thread (see the class docstring), after
+        decoding them here when there are no decode workers."""
+        tensors = []
+        for t, entry in enumerate(job.entries):
+            exp = job.exps[t]
+            if exp is None:
+                blob, ready_at = job.blobs[t]
+                t0 = time.perf_counter()
+                wait_until(ready_at)
+                self.stats.wait_s += time.perf_counter() - t0
+                exp = self._decompress(entry, blob)
+            tensors.append(_rebuild(entry, exp, job.raws[t]))
+        return ExpertWeights(*tensors)
+
+    def _throttle(self) -> None:
+        if self.reader.cap is not None:
+            self.reader.cap.throttle(READ_AHEAD_S)
+
+    # -- the provider ------------------------------------------------------------------------
+    def _submit(self, jobs: list[Job[_ExpertJob]]) -> None:
+        """Queue the jobs' reads in the Type-I/Type-II order (scheduler.py), each tensor's
+        sign-mantissa bytes before its exponents."""
+        dm, t = self.delay_model, self.tensors_per_expert
+        core = SchedulerCore(dm.workers, t, dm.decode_s, t * dm.sm_read_s,
+                             exp_read_s=t * dm.sm_read_s * dm.compression_ratio)
+        for scheduled in schedule(jobs, core):
+            job = scheduled.item
+            job.futures.append(self.io_thread.submit(self._read_job, job))
+
+    def _drop_prefetches(self, keep_layer: int | None = None) -> None:
+        for key in [k for k in self.prefetched if k[0] != keep_layer]:
+            self.prefetched.pop(key).cancel()
+            self.stats.prefetch_wasted += 1
+
+    def prefetch(self, layer: int, tokens: dict[int, int]) -> None:
+        """Start reading and decoding the experts ``layer`` is predicted to use (``tokens``: the
+        predicted token counts), queued behind the reads already submitted. ``fetch`` adopts
+        the ones the layer really routes to and cancels the rest; nothing enters a pool before
+        its use, so the admission and eviction decisions stay those of on-demand serving."""
+        if not self.prefetch_enabled:
+            return
+        self._drop_prefetches(keep_layer=layer)
+        full, sm = self.cache.full[layer], self.cache.sm[layer]
+        jobs = []
+        for expert, n in tokens.items():
+            key = (layer, expert)
+            if expert in full or key in self.prefetched:
+                continue
+            raws = sm.peek(expert)  # the hit is counted when the layer uses it
+            job = _ExpertJob(layer, expert, n, self.store.expert_entries(layer, expert), raws,
+                             decision="")
+            self.prefetched[key] = job
+            jobs.append(Job(n, job.type_i, job))
+        self._submit(jobs)
+
+    def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
+        """Submit the layer's reads now (before any prefetch for the next layer is queued) and
+        return the experts as they become ready."""
+        cache = self.cache
+        full, sm = cache.full[layer], cache.sm[layer]
+        cache.record(layer, tokens)
+        ready = [e for e in sorted(tokens) if e in full]
+        full.locked.update(ready)
+        done: queue.SimpleQueue = queue.SimpleQueue()
+        jobs, adopted = [], []
+        for expert in sorted(tokens):
+            if expert in full:
+                continue
+            decision = cache.decide(layer, expert)
+            raws = None
+            if expert in sm:
+                raws = sm.hit(expert, tokens[expert])
+                sm.locked.add(expert)
+            job = self.prefetched.pop((layer, expert), None)
+            if job is not None:
+                job.tokens, job.decision = tokens[expert], decision
+                job.deliver_to(done)
+                adopted.append(job)
+                continue
+            job = _ExpertJob(layer, expert, tokens[expert],
+                             self.store.expert_entries(layer, expert), raws, decision, done)
+            jobs.append(Job(tokens[expert], job.type_i, job))
+        self._drop_prefetches()  # mispredicted: whatever has not started is cancelled
+        self._submit(jobs)
+        self.stats.prefetched += len(adopted)
+        return self._deliver(layer, tokens, ready, [j.item for j in jobs] + adopted, done)
+
+    def _deliver(self, layer: int, tokens: dict[int, int], ready: list[int],
+                 jobs: list[_ExpertJob], done: queue.SimpleQueue
+                 ) -> Iterator[tuple[int, ExpertWeights]]:
+        full, sm = self.cache.full[layer], self.cache.sm[layer]
+        delivered = False
+        try:
+            for expert in ready:
+                self.stats.activations += 1
+                self.stats.full_hits += 1
+                yield expert, full.hit(expert, tokens[expert])
+            for _ in jobs:
+                t0 = time.perf_counter()
+                job = done.get()
+                self.stats.wait_s += time.perf_counter() - t0
+                if job.error is not None:
+                    raise job.error
+                weights = self._finish(job)
+                self.stats.activations += 1
+                if job.type_i:
+                    self.stats.misses += 1
+                else:
+                    self.stats.sm_hits += 1
+                self._admit(layer, job, weights)
+                yield job.expert, weights
+            delivered = True
+        finally:
+            if not delivered:  # an error: let the rest finish before the pools unlock
+                for job in jobs:
+                    job.wait()
+            full.locked.clear()
+            sm.locked.clear()
+
+    def _admit(self, layer: int, job: _ExpertJob, weights: ExpertWeights) -> None:
+        full, sm = self.cache.full[layer], self.cache.sm[layer]
+        if job.decision == FULL and full.admit(job.expert, weights, job.tokens):
+            sm.remove(job.expert)  # exclusive pools
+        elif job.decision == SM and job.expert not in sm:
+            sm.admit(job.expert, list(job.raws), job.tokens)
+
+    def describe(self) -> dict[str, object]:
+        return {"policy": self.policy, "workers": self.workers,
+                "decode": "decode workers" if self.workers else "on the compute thread",
+                "chunks": self.chunks,
+                "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
+                "plan": self.plan.to_json(),
+                "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
+                            "sm_read_ms_per_tensor": self.profile["sm_read_s"] * 1e3,
+                            "compression_ratio": self.profile["cr"]},
+                "full_slot_bytes": self.full_bytes, "sm_slot_bytes": self.sm_bytes,
+                "pool_capacity_bytes": self.cache.capacity_bytes,
+                "pool_used_bytes": self.cache.used_bytes,
+                "bytes_read": self.reader.stats.bytes, "reads": self.reader.stats.reads}
+
+    def close(self) -> None:
+        self._drop_prefetches()
+        if self.decode_pool is not None:
+            self.decode_pool.shutdown(wait=True)
+        self.io_thread.shutdown(wait=True)
+        self.reader.close()
+
+
+__all__ = ["ExpertStats", "MemoryExperts", "NaiveOffload", "ZipMoEExperts"]

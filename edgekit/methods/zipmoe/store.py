@@ -1,0 +1,371 @@
+"""The ZipMoE expert store: one data file per model, 4 KiB-aligned chunks, a JSON manifest.
+
+A store is a folder:
+
+    manifest.json   format, codec, the model's config, and per tensor: dtype, shape, encoding and
+                    the extents (offset, size, CRC-32) of its raw bytes and exponent chunks
+    config.json     the checkpoint's own config, copied
+    weights.zmoe    the bytes: per tensor its K compressed exponent chunks, then its raw
+                    sign-mantissa bytes, every extent starting on a 4 KiB boundary (so reads can
+                    use O_DIRECT), the file padded to a whole 4 KiB block
+
+Every tensor of the checkpoint is stored, experts and dense weights alike; bf16/fp16/fp32 tensors
+go through the codec (``encoding: zipmoe``), anything else is kept as is (``encoding: raw``).
+Written through ``atomic_directory``: an interrupted compress leaves nothing half-made.
+
+Reading checks before decoding: the data file must be as long as the manifest says (a truncated
+file names the first tensor that lies past its end), and every extent's CRC-32 must match (a
+flipped byte names the tensor and the chunk). Nothing is ever decoded silently from bad bytes.
+"""
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from edgekit.errors import UsageError
+from edgekit.fileio import atomic_directory, read_json_object
+from edgekit.kernels import zipmoe_codec as codec
+from edgekit.methods.zipmoe.config import PROJECTIONS, MoEConfig, parse_config
+
+FORMAT = "edgekit-zipmoe-store"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+CONFIG = "config.json"
+DATA_FILE = "weights.zmoe"
+ALIGN = 4096
+
+
+class StoreError(UsageError):
+    """A store that is missing, malformed, truncated or corrupt; names the file and tensor."""
+
+
+def align_up(n: int, alignment: int = ALIGN) -> int:
+    return -(-n // alignment) * alignment
+
+
+@dataclass(frozen=True)
+class Extent:
+    """Bytes of one stream in the data file; ``start:stop`` are the values an exponent chunk
+    covers (unused for raw streams)."""
+
+    offset: int
+    size: int
+    crc32: int
+    start: int = 0
+    stop: int = 0
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.size
+
+    def to_json(self) -> dict[str, int]:
+        out = {"offset": self.offset, "size": self.size, "crc32": self.crc32}
+        if self.stop:
+            out.update(start=self.start, stop=self.stop)
+        return out
+
+
+@dataclass(frozen=True)
+class TensorEntry:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    encoding: str               # "zipmoe" | "raw"
+    raw: Extent                 # sign-mantissa bytes (zipmoe) or the whole tensor (raw)
+    chunks: tuple[Extent, ...]  # compressed exponent chunks (zipmoe)
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the tensor itself (uncompressed)."""
+        return self.numel * torch.empty((), dtype=getattr(torch, self.dtype)).element_size()
+
+    @property
+    def stored_bytes(self) -> int:
+        return self.raw.size + sum(c.size for c in self.chunks)
+
+    @property
+    def exponent_bytes(self) -> int:
+        return sum(c.size for c in self.chunks)
+
+    def extents(self) -> list[tuple[str, Extent]]:
+        k = len(self.chunks)
+        return [(f"exponent chunk {i + 1} of {k}", c) for i, c in enumerate(self.chunks)] + \
+               [("sign-mantissa bytes" if self.encoding == "zipmoe" else "raw bytes", self.raw)]
+
+
+def _entry_from_json(name: str, doc: dict[str, Any], where: str) -> TensorEntry:
+    try:
+        ext = lambda d: Extent(int(d["offset"]), int(d["size"]), int(d["crc32"]),  # noqa: E731
+                               int(d.get("start", 0)), int(d.get("stop", 0)))
+        return TensorEntry(name, str(doc["dtype"]), tuple(int(s) for s in doc["shape"]),
+                           str(doc["encoding"]), ext(doc["raw"]),
+                           tuple(ext(c) for c in doc.get("chunks", [])))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise StoreError(f"{where}: tensor '{name}' has a malformed entry ({exc!r})") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+# --------------------------------------------------------------------------------------------
+
+class _DataWriter:
+    def __init__(self, path: Path) -> None:
+        self.handle = open(path, "wb")
+        self.offset = 0
+
+    def put(self, data: bytes) -> Extent:
+        start = self.offset
+        self.handle.write(data)
+        pad = align_up(len(data)) - len(data)
+        if pad:
+            self.handle.write(b"\0" * pad)
+        self.offset += len(data) + pad
+        return Extent(start, len(data), codec.crc32(data))
+
+    def close(self) -> None:
+        self.handle.flush()
+        os.fsync(self.handle.fileno())
+        self.handle.close()
+
+
+def _encode(name: str, tensor: torch.Tensor, codec_name: str, level: int,
+            chunks: int) -> codec.EncodedTensor | torch.Tensor:
+    if codec.dtype_name(tensor.dtype) in codec.SPLITS:
+        return codec.encode(tensor, codec_name, level, chunks)
+    return tensor
+
+
+def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
+                config: dict[str, Any], *, codec_name: str = codec.DEFAULT_CODEC,
+                level: int | None = None, chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2,
+                extra: dict[str, Any] | None = None,
+                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Compress ``tensors`` (name, loader) into a store at ``folder``; returns the manifest.
+
+    Tensors are encoded on ``workers`` threads (the codecs release the GIL) and written in the
+    order given, a few in flight at a time so memory stays bounded.
+    """
+    level = codec.DEFAULT_LEVEL[codec_name] if level is None and codec_name in \
+        codec.DEFAULT_LEVEL else level
+    codec.settings_check(codec_name, level, chunks)
+    parse_config(config)  # refuse configs the engine cannot serve before doing any work
+    entries: dict[str, Any] = {}
+    totals = {"params": 0, "original_bytes": 0, "stored_bytes": 0, "exponent_bytes": 0,
+              "zipmoe_params": 0}
+    with atomic_directory(folder) as staging:
+        writer = _DataWriter(staging / DATA_FILE)
+        try:
+            with cf.ThreadPoolExecutor(max(1, workers)) as pool:
+                pending: list[tuple[str, cf.Future]] = []
+
+                def drain(limit: int) -> None:
+                    while len(pending) > limit:
+                        name, future = pending.pop(0)
+                        entries[name] = _write_one(writer, name, future.result(), totals)
+                        if progress:
+                            progress(name)
+
+                for name, load in tensors:
+                    tensor = load()
+                    pending.append((name, pool.submit(_encode, name, tensor, codec_name, level,
+                                                      chunks)))
+                    drain(2 * max(1, workers))
+                drain(0)
+        finally:
+            writer.close()
+        manifest = {
+            "format": FORMAT, "format_version": FORMAT_VERSION,
+            "codec": {"name": codec_name, "level": level, "chunks": chunks,
+                      "min_chunk_values": codec.MIN_CHUNK_VALUES, "alignment": ALIGN,
+                      "checksum": "crc32"},
+            "data_file": DATA_FILE, "data_size": writer.offset,
+            "totals": {**totals, "bits_per_param": 8 * totals["stored_bytes"] / max(
+                1, totals["params"])},
+            **(extra or {}),
+            "tensors": entries,
+        }
+        (staging / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _write_one(writer: _DataWriter, name: str, encoded: codec.EncodedTensor | torch.Tensor,
+               totals: dict[str, int]) -> dict[str, Any]:
+    if isinstance(encoded, codec.EncodedTensor):
+        chunk_extents = []
+        for chunk in encoded.chunks:
+            ext = writer.put(chunk.data)
+            chunk_extents.append(Extent(ext.offset, ext.size, ext.crc32, chunk.start, chunk.stop))
+        raw = writer.put(encoded.raw)
+        dtype, shape, encoding = encoded.dtype, encoded.shape, "zipmoe"
+        nbytes = encoded.numel * np.dtype(codec.split_for(encoded.dtype).word).itemsize
+        totals["zipmoe_params"] += encoded.numel
+        totals["exponent_bytes"] += encoded.exponent_bytes
+        numel = encoded.numel
+    else:
+        tensor = encoded.contiguous()
+        data = tensor.reshape(-1).view(torch.uint8).numpy().tobytes()
+        raw, chunk_extents = writer.put(data), []
+        dtype, shape, encoding = codec.dtype_name(tensor.dtype), tuple(tensor.shape), "raw"
+        nbytes, numel = len(data), tensor.numel()
+    totals["params"] += numel
+    totals["original_bytes"] += nbytes
+    totals["stored_bytes"] += raw.size + sum(c.size for c in chunk_extents)
+    return {"dtype": dtype, "shape": list(shape), "encoding": encoding, "raw": raw.to_json(),
+            "chunks": [c.to_json() for c in chunk_extents]}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading
+# --------------------------------------------------------------------------------------------
+
+class Store:
+    """An opened store: manifest checked, data file length checked against it."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.folder = Path(folder)
+        path = self.folder / MANIFEST
+        if not path.is_file():
+            raise StoreError(f"{self.folder}: not a ZipMoE store (no {MANIFEST})",
+                             hint="create one with 'edgekit moe compress CHECKPOINT -o STORE'")
+        try:
+            self.manifest = read_json_object(path)
+        except UsageError as exc:
+            raise StoreError(str(exc)) from exc
+        if self.manifest.get("format") != FORMAT:
+            raise StoreError(f"{path}: not a ZipMoE store manifest")
+        if self.manifest.get("format_version") != FORMAT_VERSION:
+            raise StoreError(f"{path}: format version {self.manifest.get('format_version')} is "
+                             f"not supported (this edgekit reads {FORMAT_VERSION})")
+        self.config_dict = read_json_object(self.folder / CONFIG)
+        raw_tensors = self.manifest.get("tensors")
+        if not isinstance(raw_tensors, dict):
+            raise StoreError(f"{path}: no 'tensors' object")
+        self.tensors = {n: _entry_from_json(n, d, str(path)) for n, d in raw_tensors.items()}
+        has_bias = any(n.endswith("self_attn.q_proj.bias") for n in self.tensors)
+        self.config: MoEConfig = parse_config(self.config_dict, str(self.folder / CONFIG),
+                                              attention_bias=has_bias)
+        self.codec = str(self.manifest["codec"]["name"])
+        self.data_path = self.folder / str(self.manifest.get("data_file", DATA_FILE))
+        self._check_length()
+        self._check_experts()
+
+    def _check_length(self) -> None:
+        if not self.data_path.is_file():
+            raise StoreError(f"{self.data_path}: data file is missing")
+        size = self.data_path.stat().st_size
+        beyond = [(e.end, name, what) for name, t in self.tensors.items()
+                  for what, e in t.extents() if e.end > size]
+        if beyond:
+            _, name, what = min(beyond)
+            more = len({n for _, n, _ in beyond}) - 1
+            raise StoreError(
+                f"{self.data_path}: truncated to {size} bytes; tensor '{name}' ({what}) lies past "
+                f"the end" + (f", and {more} more tensors" if more > 0 else ""),
+                hint="compress the checkpoint again")
+
+    def _check_experts(self) -> None:
+        for layer, expert, proj in self.expert_keys():
+            name = self.config.expert_tensor_name(layer, expert, proj)
+            if name not in self.tensors:
+                raise StoreError(f"{self.folder}: expert tensor '{name}' is missing")
+
+    def expert_keys(self) -> Iterable[tuple[int, int, str]]:
+        for layer in self.config.moe_layers:
+            for expert in range(self.config.num_experts):
+                for proj in PROJECTIONS:
+                    yield layer, expert, proj
+
+    def expert_entries(self, layer: int, expert: int) -> tuple[TensorEntry, ...]:
+        return tuple(self.tensors[self.config.expert_tensor_name(layer, expert, p)]
+                     for p in PROJECTIONS)
+
+    @property
+    def expert_bytes(self) -> int:
+        """bf16 (original) bytes of one routed expert."""
+        return sum(t.nbytes for t in self.expert_entries(self.config.moe_layers[0], 0))
+
+    @property
+    def total_expert_bytes(self) -> int:
+        return self.expert_bytes * self.config.num_experts * len(self.config.moe_layers)
+
+    def dense_names(self) -> list[str]:
+        return [n for n in self.tensors if ".experts." not in n]
+
+    # -- decoding ---------------------------------------------------------------------------
+    def read(self, handle: Any, entry: TensorEntry, extent: Extent, what: str) -> bytes:
+        handle.seek(extent.offset)
+        data = handle.read(extent.size)
+        return check_extent(entry, extent, data, what)
+
+    def load_tensor(self, name: str, pool: cf.Executor | None = None) -> torch.Tensor:
+        entry = self.tensors.get(name)
+        if entry is None:
+            raise StoreError(f"{self.folder}: no tensor '{name}'")
+        with open(self.data_path, "rb") as handle:
+            return decode_entry(entry, {what: self.read(handle, entry, e, what)
+                                        for what, e in entry.extents()}, self.codec, pool)
+
+    def verify(self, progress: Callable[[str], None] | None = None) -> int:
+        """Check every extent's CRC-32 and decode every tensor; returns the tensor count."""
+        with open(self.data_path, "rb") as handle:
+            for name, entry in self.tensors.items():
+                blobs = {what: self.read(handle, entry, e, what) for what, e in entry.extents()}
+                decode_entry(entry, blobs, self.codec)
+                if progress:
+                    progress(name)
+        return len(self.tensors)
+
+
+def check_extent(entry: TensorEntry, extent: Extent, data: bytes, what: str) -> bytes:
+    """Raise ``StoreError`` naming the tensor when ``data`` is short or fails its CRC-32."""
+    if len(data) != extent.size:
+        raise StoreError(f"tensor '{entry.name}': {what} is truncated ({len(data)} of "
+                         f"{extent.size} bytes)", hint="compress the checkpoint again")
+    if codec.crc32(data) != extent.crc32:
+        raise StoreError(f"tensor '{entry.name}': {what} fails its CRC-32 (corrupt store)",
+                         hint="compress the checkpoint again")
+    return data
+
+
+def encoded_from_entry(entry: TensorEntry, chunk_data: list[bytes], raw: bytes,
+                       codec_name: str) -> codec.EncodedTensor:
+    return codec.EncodedTensor(
+        entry.dtype, entry.shape, codec_name, 0, raw, entry.raw.crc32,
+        [codec.EncodedChunk(d, c.start, c.stop, c.crc32) for d, c in zip(chunk_data, entry.chunks)])
+
+
+def decode_entry(entry: TensorEntry, blobs: dict[str, bytes], codec_name: str,
+                 pool: cf.Executor | None = None) -> torch.Tensor:
+    """A tensor from its verified extents (``blobs`` keyed as ``TensorEntry.extents`` names)."""
+    items = [blobs[what] for what, _ in entry.extents()]
+    if entry.encoding == "raw":
+        dtype = getattr(torch, entry.dtype)
+        return torch.frombuffer(bytearray(items[-1]), dtype=torch.uint8).view(dtype).reshape(
+            entry.shape)
+    if entry.encoding != "zipmoe":
+        raise StoreError(f"tensor '{entry.name}': unknown encoding '{entry.encoding}'")
+    encoded = encoded_from_entry(entry, items[:-1], items[-1], codec_name)
+    try:
+        # The CRCs were checked on read; the codec still checks decoded sizes.
+        return codec.decode(encoded, pool, check=False, name=entry.name)
+    except codec.CodecError as exc:
+        raise StoreError(f"tensor '{entry.name}': {exc}") from exc
+    except Exception as exc:  # a decoder's own error on bytes that passed their CRC
+        raise StoreError(f"tensor '{entry.name}': cannot be decoded ({exc})") from exc
+

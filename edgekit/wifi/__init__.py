@@ -1,1 +1,0 @@
-"""WiFi CSI sensing for WiFi-Mamba (methods.md §6): data format, simulator, metrics, matching."""
