@@ -37,9 +37,10 @@ from edgekit.exporters.reference import REFERENCE_FILE, default_tolerance, load_
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_bytes, atomic_write_json
 from edgekit.paths import edgekit_home
+from edgekit.precisions import TENSORRT, get_precision
 from edgekit.provenance import provenance
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = TENSORRT
 ENGINE_FILE = "model.engine"
 ONNX_FILE = "model.onnx"
 # A dynamic dimension that no --min/--opt/--max-shape names gets this range (trtexec would fix it
@@ -321,14 +322,9 @@ def trtexec_build_args(config: EngineBuildConfig, ranges: Sequence[ShapeRange] =
     build wrote; without one it uses placeholder scales (fine for speed, meaningless for accuracy).
     """
     args = ["trtexec", f"--onnx={onnx}", f"--saveEngine={engine}"]
-    if config.precision == "fp32":
-        args.append("--noTF32")
-    elif config.precision == "fp16":
-        args.append("--fp16")
-    else:
-        args.append("--int8")
-        if calib_cache:
-            args.append(f"--calib={calib_cache}")
+    args.append(get_precision(config.precision).trtexec_flag)
+    if config.precision == "int8" and calib_cache:
+        args.append(f"--calib={calib_cache}")
     if dynamic and ranges:
         for flag, which in (("--minShapes", "min"), ("--optShapes", "opt"), ("--maxShapes", "max")):
             args.append(f"{flag}=" + ",".join(r.spec(which) for r in ranges))
