@@ -20,6 +20,7 @@ class Precision:
     gpu_only: bool = False  # a GPU tensor-core mode (TF32) with no CPU kernel to time
     calibrate: bool = False  # measured by ``edgekit devices --calibrate`` unless told otherwise
     trtexec_flag: str | None = None  # an engine precision edgekit builds, and trtexec's switch
+    builder_flag: str | None = None  # the TensorRT BuilderFlag it sets; None: plain fp32, TF32 off
     column: bool = False  # a peak column of the ``edgekit devices`` table
 
     @property
@@ -54,10 +55,10 @@ register_precision(Precision(name="fp32", torch_dtype="float32", calibrate=True,
                              trtexec_flag="--noTF32", column=True))
 register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True))
 register_precision(Precision(name="fp16", torch_dtype="float16", calibrate=True,
-                             trtexec_flag="--fp16", column=True))
+                             trtexec_flag="--fp16", builder_flag="FP16", column=True))
 register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True))
 register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
-                             column=True))
+                             builder_flag="INT8", column=True))
 
 ALL = tuple(p.name for p in list_precisions())  # what a device profile may give a peak for
 TENSORRT = tuple(p.name for p in list_precisions() if p.trtexec_flag)  # engine precisions

@@ -390,14 +390,12 @@ def configure_builder(trt: Any, builder: Any, config: Any, build: EngineBuildCon
     if build.workspace_mib is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, build.workspace_mib << 20)
         applied["workspace_bytes"] = build.workspace_mib << 20
-    if build.precision == "fp32":
-        if hasattr(trt.BuilderFlag, "TF32"):
-            config.clear_flag(trt.BuilderFlag.TF32)  # TF32 is on by default on Ampere and newer
-            applied["tf32"] = False
-    elif build.precision == "fp16":
-        config.set_flag(trt.BuilderFlag.FP16)
-    else:
-        config.set_flag(trt.BuilderFlag.INT8)
+    flag = get_precision(build.precision).builder_flag
+    if flag is not None:
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    elif hasattr(trt.BuilderFlag, "TF32"):
+        config.clear_flag(trt.BuilderFlag.TF32)  # TF32 is on by default on Ampere and newer
+        applied["tf32"] = False
     if build.dla_core is not None:
         cores = int(builder.num_DLA_cores)
         if build.dla_core >= cores:
