@@ -20,6 +20,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from edgekit.backends.registry import backend_names
 from edgekit.errors import ProfileError, UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
 from edgekit.profiles.schema import (
@@ -36,7 +37,6 @@ PROFILE_DIR = Path(__file__).resolve().parent
 CALIBRATION_FILE = "calibration.json"
 ARCHES = ("x86_64", "aarch64")
 NEUROMORPHIC_ARCHES = ("loihi",)
-BACKENDS = ("torch", "onnxruntime", "tensorrt")
 DETECT_KEYS = ("device_tree_model", "nv_tegra_release", "nvml_name", "machine")
 
 _FIELDS = {
@@ -264,7 +264,7 @@ def _parse(path: Path) -> DeviceProfile:
         power_modes=modes,
         default_power_mode=default,
         power_sensor=sensor,
-        preferred_backends=_strings(path, data, "preferred_backends", choices=BACKENDS),
+        preferred_backends=_strings(path, data, "preferred_backends", choices=backend_names()),
         preferred_precisions=_strings(path, data, "preferred_precisions", choices=PRECISIONS),
         cpu_cores=cores,
         sources=sources,

@@ -7,9 +7,15 @@ import numpy as np
 import pytest
 import torch
 
+from edgekit.backends import list_backends
 from edgekit.data import get_dataset, list_datasets, load_dataset
+from edgekit.energy.registry import list_meters
+from edgekit.errors import MissingDependencyError, SensorError, UsageError
 from edgekit.precisions import TENSORRT, get_precision, list_precisions
-from edgekit.profiles.schema import PRECISIONS
+from edgekit.profiler.run import ProfileSettings, profile
+from edgekit.profiler.timing import TimingPlan
+from edgekit.profiles import load_profile
+from edgekit.profiles.schema import PRECISIONS, SENSOR_KINDS
 from edgekit.registry import list_models
 
 DATASETS = list_datasets()
@@ -59,3 +65,72 @@ def test_every_engine_precision_is_a_cli_choice_with_its_own_switches(name):
     assert all(a != args for a in others)  # trtexec builds each precision differently
     builder_flags = [get_precision(p).builder_flag for p in TENSORRT]
     assert builder_flags.count(get_precision(name).builder_flag) == 1  # so does the builder
+
+
+def _choices(command, option: str) -> list[str]:
+    return list(next(p for p in command.params if p.name == option).type.choices)
+
+
+@pytest.mark.parametrize("spec", list_backends(), ids=lambda s: s.name)
+def test_every_backend_is_a_cli_choice_with_the_settings_it_declares(spec):
+    from edgekit.cli.compare import compare
+    from edgekit.cli.profile import profile as profile_cmd
+
+    assert spec.name in _choices(profile_cmd, "backend")
+    assert spec.name in _choices(compare, "backend")
+    assert set(spec.providers) <= set(_choices(profile_cmd, "provider"))
+    for provider in spec.providers:
+        ProfileSettings(backend=spec.name, provider=provider)
+    for provider in set(_choices(profile_cmd, "provider")) - set(spec.providers):
+        with pytest.raises(UsageError, match=f"does not apply to --backend {spec.name}"):
+            ProfileSettings(backend=spec.name, provider=provider)
+    if "cuda_graph" in spec.options:
+        ProfileSettings(backend=spec.name, cuda_graph=True)
+    else:
+        with pytest.raises(UsageError, match="--cuda-graph applies to"):
+            ProfileSettings(backend=spec.name, cuda_graph=True)
+
+
+def test_every_backend_only_option_of_the_cli_is_honoured_by_a_backend():
+    from edgekit.cli.profile import profile as profile_cmd
+
+    honoured = {option for s in list_backends() for option in s.options}
+    assert "cuda_graph" in {p.name for p in profile_cmd.params} and "cuda_graph" in honoured
+
+
+@pytest.mark.parametrize("spec", list_backends(), ids=lambda s: s.name)
+def test_every_backend_profiles_a_registry_model_where_it_can_run(spec):
+    """The profiler needs nothing but the spec: opening, feeding and timing go through it."""
+    try:
+        spec.check(None)
+    except MissingDependencyError as exc:
+        pytest.skip(f"{spec.name} cannot run here: {exc}")
+    plan = TimingPlan(warmup_s=0.0, min_warmup_iterations=1, iterations=3)
+    report = profile("mlp:small", ProfileSettings(backend=spec.name, plan=plan, energy="none"))
+    assert report["backend"]["backend"] == spec.name
+    assert report["iterations"] == 3 and report["model_size"]["bytes"] > 0
+
+
+@pytest.mark.parametrize("spec", list_meters(), ids=lambda s: s.name)
+def test_every_meter_has_a_probe_and_opens_only_where_it_finds_its_sensor(spec, tmp_path):
+    from edgekit.cli.compare import compare
+    from edgekit.cli.profile import profile as profile_cmd
+
+    assert spec.name in _choices(profile_cmd, "energy") and spec.name in _choices(compare, "energy")
+    present = spec.probe(tmp_path)  # an empty filesystem root: no sysfs sensor lives here
+    assert isinstance(present, bool)
+    if not spec.sensor:  # an estimate or no figure: never shown as a measurement
+        meter = spec.open(load_profile("jetson-orin-nano-8gb"), tmp_path, {})
+        meter.begin()
+        assert not meter.end().measured
+    else:  # the probe and a trial read agree on whether the sensor is here
+        try:
+            spec.open(None, tmp_path, {}).close()
+        except (SensorError, MissingDependencyError):
+            assert not present, f"{spec.name}'s probe finds a sensor that does not open"
+        else:
+            assert present, f"{spec.name} opens a sensor its probe does not find"
+
+
+def test_the_sensor_meters_are_the_sensor_kinds_a_profile_may_name():
+    assert {s.name for s in list_meters() if s.sensor} == set(SENSOR_KINDS) - {"none"}

@@ -69,8 +69,8 @@ def _print_table(profiles: list[DeviceProfile], detected: DeviceProfile) -> None
     integer = ", ".join(p.name for p in columns if p.integer)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False,
                   caption=f"peaks dense, TFLOP/s ({integer}: TOPS); power: default mode W "
-                          "(range of modes); generic profiles: measured by --calibrate, '-' until then; "
-                          "--show NAME cites every figure", caption_justify="left")
+                          "(range of modes); generic profiles: measured by --calibrate, '-' until "
+                          "then; --show NAME cites every figure", caption_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("name", no_wrap=True)
     for header in (*(p.name for p in columns), "GiB", "GB/s", "power W"):
