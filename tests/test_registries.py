@@ -3,18 +3,27 @@ tests over ``list_models()``): datasets, backends, energy meters, precisions, de
 A new entry is tested for free."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
+from dataclasses import replace
+from pathlib import Path
 
 from edgekit.backends import list_backends
 from edgekit.data import get_dataset, list_datasets, load_dataset
 from edgekit.energy.registry import list_meters
-from edgekit.errors import MissingDependencyError, SensorError, UsageError
+from edgekit.errors import MissingDependencyError, ProfileError, SensorError, UsageError
 from edgekit.precisions import TENSORRT, get_precision, list_precisions
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
-from edgekit.profiles import load_profile
+from edgekit.profiles import (list_profiles, load_profile, profile_names, profile_source,
+                              user_profile_dir)
+from edgekit.profiles.loader import PROFILE_DIR
 from edgekit.profiles.schema import PRECISIONS, SENSOR_KINDS
 from edgekit.registry import list_models
 
@@ -134,3 +143,71 @@ def test_every_meter_has_a_probe_and_opens_only_where_it_finds_its_sensor(spec, 
 
 def test_the_sensor_meters_are_the_sensor_kinds_a_profile_may_name():
     assert {s.name for s in list_meters() if s.sensor} == set(SENSOR_KINDS) - {"none"}
+
+
+def _user_copy(packaged: str, name: str) -> Path:
+    """A user profile: a packaged file under another name, in $EDGEKIT_HOME/profiles."""
+    text = (PROFILE_DIR / f"{packaged}.toml").read_text()
+    path = user_profile_dir() / f"{name}.toml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text.replace(f'name = "{packaged}"', f'name = "{name}"', 1))
+    return path
+
+
+def _edgekit(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")  # EDGEKIT_HOME: the test's, from conftest
+    return subprocess.run([sys.executable, "-m", "edgekit", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+@pytest.mark.parametrize("packaged", profile_names())
+def test_every_packaged_profile_loads_the_same_as_a_user_profile(packaged):
+    path = _user_copy(packaged, f"my-{packaged}")
+    mine = load_profile(f"my-{packaged}")
+    assert mine.path == path and profile_source(mine) == "user"
+    assert profile_source(load_profile(packaged)) == "packaged"
+    assert replace(mine, name=packaged, path=None) == replace(load_profile(packaged), path=None)
+    assert f"my-{packaged}" in [p.name for p in list_profiles()]
+
+
+def test_a_user_profile_is_listed_with_its_source_by_edgekit_devices(tmp_path):
+    _user_copy("jetson-nano", "lab-nano")
+    proc = _edgekit("devices", "--json", str(tmp_path / "d.json"))
+    assert proc.returncode == 0, proc.stderr
+    row = next(line for line in proc.stdout.splitlines() if " lab-nano " in line)
+    assert row.split()[-1] == "user"
+    profiles = json.loads((tmp_path / "d.json").read_text())["profiles"]
+    sources = {p["name"]: p["source"] for p in profiles}
+    assert sources["lab-nano"] == "user" and sources["jetson-nano"] == "packaged"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("name = [unclosed", "invalid TOML"),
+    ('name = "broken"\nkind = "jetson"\ncolour = "red"\n', "colour"),
+])
+def test_a_malformed_user_profile_is_refused_naming_its_file(text, problem):
+    path = user_profile_dir() / "broken.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text(text)
+    with pytest.raises(ProfileError, match=problem) as info:
+        list_profiles()
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_malformed_user_profile_is_one_line_from_the_cli():
+    path = user_profile_dir() / "broken.toml"
+    path.parent.mkdir(parents=True)
+    path.write_text("name = [unclosed")
+    proc = _edgekit("devices")
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("edgekit: error:") and str(path) in lines[0]
+
+
+def test_a_user_profile_may_not_shadow_a_packaged_one():
+    path = _user_copy("jetson-nano", "jetson-nano")
+    for call in (list_profiles, lambda: load_profile("jetson-nano")):
+        with pytest.raises(ProfileError, match="would shadow") as info:
+            call()
+        assert str(path) in str(info.value)
+        assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)

@@ -17,6 +17,7 @@ from edgekit.profiles import (
     generic_profile_for,
     list_profiles,
     load_profile,
+    profile_source,
     profile_to_dict,
 )
 from edgekit.provenance import report_document
@@ -76,10 +77,12 @@ def _print_table(profiles: list[DeviceProfile], detected: DeviceProfile) -> None
     for header in (*(p.name for p in columns), "GiB", "GB/s", "power W"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("sensor", overflow="fold")
+    table.add_column("from", no_wrap=True)
     for p in profiles:
         table.add_row("*" if p.name == detected.name else "", p.name,
                       *(_tera(p.peak_for(c.name)) for c in columns), _gib(p.memory_bytes),
-                      _gbs(p.memory_bandwidth_bytes_s), _power(p), _sensor(p))
+                      _gbs(p.memory_bandwidth_bytes_s), _power(p), _sensor(p),
+                      profile_source(p))
     console.print(table)
     cores = f"{detected.cpu_cores} cores" if detected.cpu_cores else "cores unknown"
     console.print(f"* detected: {detected.name} ({detected.arch}, {cores}, "
@@ -97,7 +100,7 @@ def _details(profile: DeviceProfile) -> list[tuple[str, str, str]]:
                 ("kind", f"{profile.kind} ({profile.arch})"),
                 *((f"energy.{event}_pj", f"{joules * 1e12:g} pJ per event")
                   for event, joules in profile.energy_per_event_j.items()),
-                ("file", str(profile.path))]
+                ("file", f"{profile.path} ({profile_source(profile)})")]
         return [(field, value, profile.sources.get(field, "")) for field, value in rows]
     modes = ", ".join(f"{m.name} {m.watts:g} W" for m in profile.power_modes)
     rows = [
@@ -116,7 +119,7 @@ def _details(profile: DeviceProfile) -> list[tuple[str, str, str]]:
         ("preferred", f"{', '.join(profile.preferred_backends)}; "
                       f"{', '.join(profile.preferred_precisions)}"),
         ("detect", "; ".join(f"{k}: {', '.join(v)}" for k, v in profile.detect.items()) or _DASH),
-        ("file", str(profile.path)),
+        ("file", f"{profile.path} ({profile_source(profile)})"),
     ]
     return [(field, value, profile.sources.get(field, "")) for field, value in rows]
 
@@ -184,5 +187,7 @@ def devices(show: str | None, run_calibration: bool, json_path: Path | None) -> 
         profiles = [detected if p.name == detected.name else p for p in list_profiles()]
         if not run_calibration:
             _print_table(profiles, detected)
-    body = {"detected": detected.name, "profiles": [profile_to_dict(p) for p in profiles], **body}
+    body = {"detected": detected.name,
+            "profiles": [{**profile_to_dict(p), "source": profile_source(p)} for p in profiles],
+            **body}
     write_json(json_path, report_document("devices", body))
