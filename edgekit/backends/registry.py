@@ -26,7 +26,7 @@ class RunOptions:
     """What a backend needs from the profile settings to open or build a runner."""
 
     threads: int
-    provider: str | None  # None: the backend's first provider
+    provider: str | None  # None: the backend's default (cpu)
     precision: str
     batch: int
     cuda_graph: bool = False
@@ -37,12 +37,13 @@ class BackendSpec:
     name: str  # the --backend name
     providers: tuple[str, ...]  # the --provider values it takes; () takes none
     artifact_format: str | None  # the artifact format it loads; None: it runs the nn.Module
-    file_label: str  # how reports name its model file: "ONNX file", "TensorRT engine"
+    file_label: str = ""  # artifact backends: how reports name the model file ("ONNX file")
     options: tuple[str, ...] = ()  # backend-only settings it honours: ("cuda_graph",)
     # Fail in one line where it cannot run here: (provider) -> None.
     check: Callable[[str | None], None]
     # (module, input names, output names, options) -> runner; backends with artifact_format=None.
-    open_module: Callable[[nn.Module, Sequence[str], Sequence[str], RunOptions], Runner] | None = None
+    open_module: (Callable[[nn.Module, Sequence[str], Sequence[str], RunOptions], Runner]
+                  | None) = None
     # (model file of its artifact format, options) -> runner.
     open_file: Callable[[Path, RunOptions], Runner] | None = None
     # (ONNX artifact, output folder, options) -> folder of an artifact in its own format.

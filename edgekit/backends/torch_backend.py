@@ -70,5 +70,4 @@ def _open_module(model: nn.Module, input_names: Sequence[str], output_names: Seq
 
 
 register_backend(BackendSpec(name="torch", providers=("cpu", "cuda"), artifact_format=None,
-                             file_label="PyTorch module", check=_check,
-                             open_module=_open_module))
+                             check=_check, open_module=_open_module))

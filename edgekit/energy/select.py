@@ -18,7 +18,6 @@ from edgekit.energy.registry import get_meter, list_meters
 from edgekit.errors import MissingDependencyError, SensorError
 from edgekit.profiles.schema import DeviceProfile
 
-SENSOR_METERS = tuple(s.name for s in list_meters() if s.sensor)  # "auto" order, no profile
 METER_NAMES = ("auto", *(s.name for s in list_meters()))
 
 
