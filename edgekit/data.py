@@ -1,4 +1,9 @@
-"""Datasets: scikit-learn's digits built in, a user's own ``.npz`` checked against the entry.
+"""Datasets: a registry of named datasets, each owning its ``TaskSpec``; digits built in, a
+user's own ``.npz`` checked against the entry.
+
+A dataset is one ``register_dataset`` call in the module that loads it: digits here, a method's
+data in its own folder (``edgekit/methods/<method>/``), so generic code never names a method. Model
+entries take their ``task`` from the dataset they train on (``DIGITS.task``).
 
 Real data first (design.md): ``load_digits`` ships 1,797 real 8x8 handwritten digits, enough to
 train the small configs on a CPU in seconds. A user's file holds arrays ``x`` and ``y`` (and
@@ -6,9 +11,9 @@ optionally ``x_test``/``y_test``); it is loaded with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,26 +55,50 @@ def _digest(*arrays: np.ndarray) -> str:
     return h.hexdigest()[:12]
 
 
-def _digits(task: TaskSpec) -> Dataset:
+@dataclass(frozen=True, kw_only=True)
+class DatasetEntry:
+    """A named dataset and the task it defines; ``loader()`` builds it (cache it if it is slow)."""
+
+    name: str
+    task: TaskSpec
+    loader: Callable[[], Dataset]
+    description: str
+
+
+_DATASETS: dict[str, DatasetEntry] = {}
+
+
+def register_dataset(entry: DatasetEntry) -> DatasetEntry:
+    if entry.name in _DATASETS:
+        raise ValueError(f"dataset '{entry.name}' is registered twice")
+    if entry.task.dataset != entry.name:
+        raise ValueError(f"dataset '{entry.name}' owns a task of dataset '{entry.task.dataset}'")
+    _DATASETS[entry.name] = entry
+    return entry
+
+
+def list_datasets() -> list[DatasetEntry]:
+    from edgekit.registry import _ensure_loaded  # the methods register their own datasets
+
+    _ensure_loaded()
+    return [e for _, e in sorted(_DATASETS.items())]
+
+
+def get_dataset(name: str) -> DatasetEntry:
+    if name not in {e.name for e in list_datasets()}:
+        raise UnknownNameError("dataset", name, _DATASETS)
+    return _DATASETS[name]
+
+
+def _digits() -> Dataset:
     from sklearn.datasets import load_digits
 
     digits = load_digits()
     x = (digits.images / 16.0).astype(np.float32)[:, None]  # (N, 1, 8, 8) in [0, 1]
     y = digits.target.astype(np.int64)
     x_train, x_test, y_train, y_test = _split(x, y)
-    _check_arrays(x, y, task, "digits")
+    _check_arrays(x, y, DIGITS.task, "digits")
     return Dataset("digits", x_train, y_train, x_test, y_test, _digest(x, y))
-
-
-@functools.cache
-def _wifi_pose(task: TaskSpec) -> Dataset:
-    """Simulated once per process (about 20 s): compare loads it for every model it scores."""
-    from edgekit.methods.wifi_mamba.dataset import load_wifi_pose  # the simulator loads only when asked for
-
-    return load_wifi_pose(task)
-
-
-_BUILTIN = {"digits": _digits, "wifi-pose-sim": _wifi_pose}
 
 
 def _check_arrays(x: np.ndarray, y: np.ndarray, task: TaskSpec, where: str) -> None:
@@ -127,6 +156,11 @@ def load_dataset(task: TaskSpec, data: str | Path | None = None) -> Dataset:
     """The entry's built-in dataset, or the user's ``.npz`` when ``data`` is given."""
     if data is not None:
         return load_npz(data, task)
-    if task.dataset not in _BUILTIN:
-        raise UnknownNameError("dataset", task.dataset, _BUILTIN)
-    return _BUILTIN[task.dataset](task)
+    return get_dataset(task.dataset).loader()
+
+
+DIGITS = register_dataset(DatasetEntry(
+    name="digits",
+    task=TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10),
+    loader=_digits,
+    description="scikit-learn's 1,797 real 8x8 handwritten digits, 10 classes"))

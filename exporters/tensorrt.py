@@ -37,9 +37,10 @@ from edgekit.exporters.reference import REFERENCE_FILE, default_tolerance, load_
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_bytes, atomic_write_json
 from edgekit.paths import edgekit_home
+from edgekit.precisions import TENSORRT, get_precision
 from edgekit.provenance import provenance
 
-PRECISIONS = ("fp32", "fp16", "int8")
+PRECISIONS = TENSORRT
 ENGINE_FILE = "model.engine"
 ONNX_FILE = "model.onnx"
 # A dynamic dimension that no --min/--opt/--max-shape names gets this range (trtexec would fix it
@@ -321,14 +322,9 @@ def trtexec_build_args(config: EngineBuildConfig, ranges: Sequence[ShapeRange] =
     build wrote; without one it uses placeholder scales (fine for speed, meaningless for accuracy).
     """
     args = ["trtexec", f"--onnx={onnx}", f"--saveEngine={engine}"]
-    if config.precision == "fp32":
-        args.append("--noTF32")
-    elif config.precision == "fp16":
-        args.append("--fp16")
-    else:
-        args.append("--int8")
-        if calib_cache:
-            args.append(f"--calib={calib_cache}")
+    args.append(get_precision(config.precision).trtexec_flag)
+    if config.precision == "int8" and calib_cache:
+        args.append(f"--calib={calib_cache}")
     if dynamic and ranges:
         for flag, which in (("--minShapes", "min"), ("--optShapes", "opt"), ("--maxShapes", "max")):
             args.append(f"{flag}=" + ",".join(r.spec(which) for r in ranges))
@@ -394,14 +390,12 @@ def configure_builder(trt: Any, builder: Any, config: Any, build: EngineBuildCon
     if build.workspace_mib is not None:
         config.set_memory_pool_limit(trt.MemoryPoolType.WORKSPACE, build.workspace_mib << 20)
         applied["workspace_bytes"] = build.workspace_mib << 20
-    if build.precision == "fp32":
-        if hasattr(trt.BuilderFlag, "TF32"):
-            config.clear_flag(trt.BuilderFlag.TF32)  # TF32 is on by default on Ampere and newer
-            applied["tf32"] = False
-    elif build.precision == "fp16":
-        config.set_flag(trt.BuilderFlag.FP16)
-    else:
-        config.set_flag(trt.BuilderFlag.INT8)
+    flag = get_precision(build.precision).builder_flag
+    if flag is not None:
+        config.set_flag(getattr(trt.BuilderFlag, flag))
+    elif hasattr(trt.BuilderFlag, "TF32"):
+        config.clear_flag(trt.BuilderFlag.TF32)  # TF32 is on by default on Ampere and newer
+        applied["tf32"] = False
     if build.dla_core is not None:
         cores = int(builder.num_DLA_cores)
         if build.dla_core >= cores:

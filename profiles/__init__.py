@@ -1,11 +1,13 @@
 """Device profiles: what edgekit knows about each device, every figure with its source.
 
-One TOML file per device in this folder; ``load_profile`` reads and validates one,
-``detect_profile`` finds this machine's, ``calibrate`` measures the generic ones.
+One TOML file per device in this folder or in ``$EDGEKIT_HOME/profiles``; ``load_profile`` reads
+and validates one, ``detect_profile`` finds this machine's, ``calibrate`` measures the generic
+ones.
 """
 from edgekit.profiles.calibrate import calibrate, generic_profile_for
 from edgekit.profiles.detect import detect_profile
-from edgekit.profiles.loader import list_profiles, load_profile, profile_names, profile_to_dict
+from edgekit.profiles.loader import (list_profiles, load_profile, profile_names, profile_source,
+                                     profile_to_dict, user_profile_dir)
 from edgekit.profiles.schema import DeviceProfile, PowerMode, PowerSensor
 
 __all__ = [
@@ -18,5 +20,7 @@ __all__ = [
     "list_profiles",
     "load_profile",
     "profile_names",
+    "profile_source",
     "profile_to_dict",
+    "user_profile_dir",
 ]

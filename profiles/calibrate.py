@@ -20,14 +20,14 @@ from typing import Any
 
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.fileio import atomic_write_json
+from edgekit.precisions import CALIBRATED, get_precision, list_precisions
 from edgekit.profiles.detect import best_match, detect_profile
 from edgekit.profiles.loader import calibration_path, list_profiles, load_profile, read_calibration
 from edgekit.profiles.schema import PRECISIONS, DeviceProfile
 from edgekit.provenance import machine
 
-DEFAULT_PRECISIONS = ("fp32", "fp16", "bf16")
-_DTYPES = {"fp64": "float64", "fp32": "float32", "tf32": "float32", "fp16": "float16",
-           "bf16": "bfloat16"}
+DEFAULT_PRECISIONS = CALIBRATED
+_DTYPES = {p.name: p.torch_dtype for p in list_precisions() if p.torch_dtype}
 _MAX_N = {"cpu": 2048, "cuda": 8192}  # 2048: ~0.1 s per fp32 GEMM on 2 cores
 _COPY_BYTES = {"cpu": 256 << 20, "cuda": 1 << 30}  # well beyond any cache
 _BANDWIDTH_SHARE = 0.2  # of duration_s; the GEMMs share the rest
@@ -149,7 +149,7 @@ def _skip_reason(precision: str, device: str) -> str | None:
     if precision not in _DTYPES:
         return (f"not measured: calibration times floating-point GEMMs only "
                 f"({', '.join(_DTYPES)}); {precision} needs a quantised kernel")
-    if precision == "tf32" and device != "cuda":
+    if get_precision(precision).gpu_only and device != "cuda":
         return "not measured: TF32 is an NVIDIA tensor-core mode; CPUs have no TF32 GEMM"
     return None
 

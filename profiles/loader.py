@@ -1,4 +1,12 @@
-"""Device profiles from the TOML files in this folder: load, validate, list.
+"""Device profiles from the TOML files in this folder and the user's: load, validate, list.
+
+A user adds a device with one TOML file in ``$EDGEKIT_HOME/profiles`` (see ``user_profile_dir``),
+checked exactly as the packaged ones are. A user file may not take a packaged profile's name: the
+packaged profiles cite a datasheet for every figure, and reports name the profile they were
+measured against, so two different files answering to one name would make two reports that
+claim the same device disagree. Such a clash is refused in one line naming both files (rename
+the user's copy, e.g. ``jetson-nano-mine``); ``profile_source`` tells which folder a profile
+came from, and ``edgekit devices`` shows it.
 
 The files keep the datasheets' units (TFLOP/s, TOPS, GiB, GB/s, W) so a reader can check each
 figure against its source; the loader converts them to FLOP/s and bytes once, here. Validation is
@@ -20,6 +28,7 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from edgekit.backends.registry import backend_names
 from edgekit.errors import ProfileError, UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
 from edgekit.profiles.schema import (
@@ -36,7 +45,6 @@ PROFILE_DIR = Path(__file__).resolve().parent
 CALIBRATION_FILE = "calibration.json"
 ARCHES = ("x86_64", "aarch64")
 NEUROMORPHIC_ARCHES = ("loihi",)
-BACKENDS = ("torch", "onnxruntime", "tensorrt")
 DETECT_KEYS = ("device_tree_model", "nv_tegra_release", "nvml_name", "machine")
 
 _FIELDS = {
@@ -264,7 +272,7 @@ def _parse(path: Path) -> DeviceProfile:
         power_modes=modes,
         default_power_mode=default,
         power_sensor=sensor,
-        preferred_backends=_strings(path, data, "preferred_backends", choices=BACKENDS),
+        preferred_backends=_strings(path, data, "preferred_backends", choices=backend_names()),
         preferred_precisions=_strings(path, data, "preferred_precisions", choices=PRECISIONS),
         cpu_cores=cores,
         sources=sources,
@@ -363,6 +371,30 @@ def _with_calibration(profile: DeviceProfile) -> DeviceProfile:
     )
 
 
+def user_profile_dir() -> Path:
+    """Where a user's own device profiles live: ``$EDGEKIT_HOME/profiles/*.toml``."""
+    return edgekit_home() / "profiles"
+
+
+def profile_source(profile: DeviceProfile) -> str:
+    """"packaged", "user" (``user_profile_dir``) or "file" (loaded by path)."""
+    folder = profile.path.parent.resolve() if profile.path is not None else None
+    if folder == PROFILE_DIR:
+        return "packaged"
+    return "user" if folder == user_profile_dir().resolve() else "file"
+
+
+def _profile_files() -> dict[str, Path]:
+    """Every profile file by name; a user file with a packaged profile's name is refused."""
+    files = {path.stem: path for path in sorted(PROFILE_DIR.glob("*.toml"))}
+    for path in sorted(user_profile_dir().glob("*.toml")):
+        if path.stem in files:
+            raise ProfileError(f"{path}: user profile '{path.stem}' would shadow the packaged "
+                               f"{files[path.stem]}; rename the user file (and its name field)")
+        files[path.stem] = path
+    return files
+
+
 def _resolve(name_or_path: str | os.PathLike[str]) -> Path:
     text = os.fspath(name_or_path)
     if text.endswith(".toml") or os.sep in text or (os.altsep and os.altsep in text):
@@ -370,25 +402,26 @@ def _resolve(name_or_path: str | os.PathLike[str]) -> Path:
         if not path.is_file():
             raise UsageError(f"device profile file {path} does not exist")
         return path
-    path = PROFILE_DIR / f"{text}.toml"
-    if not path.is_file():
-        raise UnknownNameError("device profile", text, profile_names())
-    return path
+    files = _profile_files()
+    if text not in files:
+        raise UnknownNameError("device profile", text, files)
+    return files[text]
 
 
 def load_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:
-    """A shipped profile by name (``jetson-orin-nano-8gb``) or any profile file by path."""
+    """A shipped or user profile by name (``jetson-orin-nano-8gb``) or any profile file by path."""
     path = _resolve(name_or_path)
     return _with_calibration(_parse_cached(path, _stamp(path)))
 
 
 def profile_names() -> list[str]:
-    return sorted(path.stem for path in PROFILE_DIR.glob("*.toml"))
+    return sorted(_profile_files())
 
 
 def list_profiles() -> list[DeviceProfile]:
-    """Every shipped profile, sorted by name; the first invalid file raises ProfileError."""
-    return [load_profile(PROFILE_DIR / f"{name}.toml") for name in profile_names()]
+    """Every shipped and user profile, sorted by name; the first invalid file raises
+    ProfileError."""
+    return [load_profile(path) for _, path in sorted(_profile_files().items())]
 
 
 def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:

@@ -460,7 +460,9 @@ def test_profiler_reports_phases_of_the_timed_iterations():
     from edgekit.profiler.timing import TimingPlan
 
     runner = _PhasedRunner()
-    prepared = run_module._Prepared(runner, {"x": np.zeros(1)}, "fake", {}, None, None, 1, "test")
+    prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake", source={},
+                                    flops_per_sample=None, params=None, size_bytes=1,
+                                    size_source="test")
     plan = TimingPlan(warmup_s=0.0, min_warmup_iterations=3, iterations=12)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "_prepare", lambda *a, **k: prepared)

@@ -1,12 +1,22 @@
-"""Backends: load a model or artifact, run inputs, synchronise (one interface, see base.py)."""
-from edgekit.backends.base import Feed, Runner
-from edgekit.backends.onnxruntime_backend import (PROVIDERS, OnnxRuntimeRunner, execution_providers,
-                                                  make_session)
-from edgekit.backends.tensorrt_backend import TensorRTRunner, require_cuda_gpu, require_tensorrt
-from edgekit.backends.torch_backend import TorchRunner
+"""Backends: load a model or artifact, run inputs, synchronise (one interface, see base.py).
 
-BACKEND_NAMES = ("torch", "onnxruntime", "tensorrt")
+Every module of this package is imported here, so a backend's file registers itself
+(``edgekit.backends.registry``) just by being in the folder."""
+import importlib
+import pkgutil
 
-__all__ = ["BACKEND_NAMES", "PROVIDERS", "Feed", "OnnxRuntimeRunner", "Runner", "TensorRTRunner",
-           "TorchRunner", "execution_providers", "make_session", "require_cuda_gpu",
-           "require_tensorrt"]
+for _module in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_module.name}")
+
+from edgekit.backends.base import Feed, Runner  # noqa: E402
+from edgekit.backends.onnxruntime_backend import (PROVIDERS, OnnxRuntimeRunner,  # noqa: E402
+                                                  execution_providers, make_session)
+from edgekit.backends.registry import (BackendSpec, RunOptions, backend_names,  # noqa: E402
+                                       get_backend, list_backends)
+from edgekit.backends.tensorrt_backend import (TensorRTRunner, require_cuda_gpu,  # noqa: E402
+                                               require_tensorrt)
+from edgekit.backends.torch_backend import TorchRunner  # noqa: E402
+
+__all__ = ["PROVIDERS", "BackendSpec", "Feed", "OnnxRuntimeRunner", "RunOptions", "Runner",
+           "TensorRTRunner", "TorchRunner", "backend_names", "execution_providers",
+           "get_backend", "list_backends", "make_session", "require_cuda_gpu", "require_tensorrt"]

@@ -17,6 +17,7 @@ from typing import Any, Union
 import numpy as np
 
 from edgekit.backends.base import Feed, Runner
+from edgekit.backends.registry import BackendSpec, RunOptions, register_backend
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
 
@@ -142,3 +143,16 @@ class OnnxRuntimeRunner(Runner):
                 "providers": list(self.session.get_providers()) if self.session
                 else [_provider_name(p) for p in self.providers],
                 "onnxruntime": ort.__version__}
+
+
+def _check(provider: str | None) -> None:
+    execution_providers(provider or "cpu")  # raises where this ONNX Runtime lacks the provider
+
+
+def _open_file(path: Path, options: RunOptions) -> OnnxRuntimeRunner:
+    providers = execution_providers(options.provider or "cpu", precision=options.precision)
+    return OnnxRuntimeRunner(path, options.threads, providers)
+
+
+register_backend(BackendSpec(name="onnxruntime", providers=tuple(PROVIDERS), artifact_format="onnx",
+                             file_label="ONNX file", check=_check, open_file=_open_file))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends.base import Feed, Runner
+from edgekit.backends.registry import BackendSpec, RunOptions, register_backend
 from edgekit.errors import MissingDependencyError, UsageError
 
 NO_GPU_HINT = ("build on the device with 'edgekit export ... --to tensorrt' there, "
@@ -290,3 +291,29 @@ class TensorRTRunner(Runner):
                 "cuda_graph": self.graph_status if self.cuda_graph else "off",
                 "timing": "CUDA events per phase (h2d, compute, d2h) on one stream, pinned host memory",
                 "gpu_memory": dict(self._memory)}
+
+
+def _check(provider: str | None) -> None:
+    require_tensorrt()
+    require_cuda_gpu()
+
+
+def _build(artifact: Any, out: Path, options: RunOptions) -> Path:
+    """An engine of ``artifact`` (ONNX) for this run: its batch fixed at ``options.batch``."""
+    from edgekit.exporters.tensorrt import EngineBuildConfig, ShapeRange, export_tensorrt
+
+    shapes = []
+    for inp in artifact.manifest["inputs"]:
+        dynamic = [not isinstance(d, int) or d <= 0 for d in inp["shape"]]
+        if any(dynamic):  # the batch dimension at --batch, any other dynamic one at 1
+            shape = tuple((options.batch if i == 0 else 1) if dyn else int(d)
+                          for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic)))
+            shapes.append(ShapeRange(inp["name"], shape, shape, shape))
+    config = EngineBuildConfig(precision=options.precision, shapes=tuple(shapes))
+    return export_tensorrt(artifact, out, config).folder
+
+
+register_backend(BackendSpec(
+    name="tensorrt", providers=(), artifact_format="tensorrt", file_label="TensorRT engine",
+    options=("cuda_graph",), check=_check, build=_build,
+    open_file=lambda path, options: TensorRTRunner(path, cuda_graph=options.cuda_graph)))

@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 from edgekit.backends.base import Feed, Runner
+from edgekit.backends.registry import BackendSpec, RunOptions, register_backend
 
 
 class TorchRunner(Runner):
@@ -53,3 +54,20 @@ class TorchRunner(Runner):
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "device": str(self.device),
                 "threads": torch.get_num_threads() if self.threads is None else self.threads}
+
+
+def _check(provider: str | None) -> None:
+    if provider == "cuda":
+        from edgekit.backends.tensorrt_backend import require_cuda_gpu
+
+        require_cuda_gpu(hint="profile on a machine with an NVIDIA GPU and a CUDA build of torch")
+
+
+def _open_module(model: nn.Module, input_names: Sequence[str], output_names: Sequence[str],
+                 options: RunOptions) -> TorchRunner:
+    return TorchRunner(model, input_names, output_names, options.threads,
+                       device=options.provider or "cpu")
+
+
+register_backend(BackendSpec(name="torch", providers=("cpu", "cuda"), artifact_format=None,
+                             check=_check, open_module=_open_module))

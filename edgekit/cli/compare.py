@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.backends import BACKEND_NAMES
+from edgekit.backends import backend_names
 from edgekit.cli.common import console, err_console, write_json
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
@@ -59,7 +59,8 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.command("compare")
 @click.argument("names", nargs=-1, required=True)
 @click.option("--device", help="Device profile (default: the detected one).")
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="onnxruntime", show_default=True)
+@click.option("--backend", type=click.Choice(backend_names()), default="onnxruntime",
+              show_default=True)
 @click.option("--batch", type=int, default=1, show_default=True)
 @click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
 @click.option("--duration", type=float, default=1.0, show_default=True, help="Timed seconds per model.")

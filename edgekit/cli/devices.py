@@ -9,6 +9,7 @@ from rich import box
 from rich.table import Table
 
 from edgekit.cli.common import console, write_json
+from edgekit.precisions import get_precision, list_precisions
 from edgekit.profiles import (
     DeviceProfile,
     calibrate,
@@ -16,6 +17,7 @@ from edgekit.profiles import (
     generic_profile_for,
     list_profiles,
     load_profile,
+    profile_source,
     profile_to_dict,
 )
 from edgekit.provenance import report_document
@@ -64,20 +66,23 @@ def _figures(profile: DeviceProfile) -> str:
 
 
 def _print_table(profiles: list[DeviceProfile], detected: DeviceProfile) -> None:
+    columns = [p for p in list_precisions() if p.column]
+    integer = ", ".join(p.name for p in columns if p.integer)
     table = Table(box=box.SIMPLE_HEAD, padding=(0, 0), pad_edge=False,
-                  caption="peaks dense, TFLOP/s (int8: TOPS); power: default mode W (range of "
-                          "modes); generic profiles: measured by --calibrate, '-' until then; "
-                          "--show NAME cites every figure", caption_justify="left")
+                  caption=f"peaks dense, TFLOP/s ({integer}: TOPS); power: default mode W "
+                          "(range of modes); generic profiles: measured by --calibrate, '-' until "
+                          "then; --show NAME cites every figure", caption_justify="left")
     table.add_column("", no_wrap=True)
     table.add_column("name", no_wrap=True)
-    for header in ("fp32", "fp16", "int8", "GiB", "GB/s", "power W"):
+    for header in (*(p.name for p in columns), "GiB", "GB/s", "power W"):
         table.add_column(header, justify="right", no_wrap=True)
     table.add_column("sensor", overflow="fold")
+    table.add_column("from", no_wrap=True)
     for p in profiles:
         table.add_row("*" if p.name == detected.name else "", p.name,
-                      _tera(p.peak_for("fp32")), _tera(p.peak_for("fp16")),
-                      _tera(p.peak_for("int8")), _gib(p.memory_bytes),
-                      _gbs(p.memory_bandwidth_bytes_s), _power(p), _sensor(p))
+                      *(_tera(p.peak_for(c.name)) for c in columns), _gib(p.memory_bytes),
+                      _gbs(p.memory_bandwidth_bytes_s), _power(p), _sensor(p),
+                      profile_source(p))
     console.print(table)
     cores = f"{detected.cpu_cores} cores" if detected.cpu_cores else "cores unknown"
     console.print(f"* detected: {detected.name} ({detected.arch}, {cores}, "
@@ -95,13 +100,13 @@ def _details(profile: DeviceProfile) -> list[tuple[str, str, str]]:
                 ("kind", f"{profile.kind} ({profile.arch})"),
                 *((f"energy.{event}_pj", f"{joules * 1e12:g} pJ per event")
                   for event, joules in profile.energy_per_event_j.items()),
-                ("file", str(profile.path))]
+                ("file", f"{profile.path} ({profile_source(profile)})")]
         return [(field, value, profile.sources.get(field, "")) for field, value in rows]
     modes = ", ".join(f"{m.name} {m.watts:g} W" for m in profile.power_modes)
     rows = [
         ("name", profile.name), ("display name", profile.display_name),
         ("kind", f"{profile.kind} ({profile.arch})"), ("figures", _figures(profile)),
-        *((f"peak.{p}", f"{v / 1e12:g} T{'OP' if p == 'int8' else 'FLOP'}/s dense")
+        *((f"peak.{p}", f"{v / 1e12:g} T{get_precision(p).unit}/s dense")
           for p, v in profile.peak_flops.items()),
         ("memory.size_gib", f"{_gib(profile.memory_bytes)} GiB"),
         ("memory.bandwidth_gbs", f"{_gbs(profile.memory_bandwidth_bytes_s)} GB/s"),
@@ -114,7 +119,7 @@ def _details(profile: DeviceProfile) -> list[tuple[str, str, str]]:
         ("preferred", f"{', '.join(profile.preferred_backends)}; "
                       f"{', '.join(profile.preferred_precisions)}"),
         ("detect", "; ".join(f"{k}: {', '.join(v)}" for k, v in profile.detect.items()) or _DASH),
-        ("file", str(profile.path)),
+        ("file", f"{profile.path} ({profile_source(profile)})"),
     ]
     return [(field, value, profile.sources.get(field, "")) for field, value in rows]
 
@@ -182,5 +187,7 @@ def devices(show: str | None, run_calibration: bool, json_path: Path | None) -> 
         profiles = [detected if p.name == detected.name else p for p in list_profiles()]
         if not run_calibration:
             _print_table(profiles, detected)
-    body = {"detected": detected.name, "profiles": [profile_to_dict(p) for p in profiles], **body}
+    body = {"detected": detected.name,
+            "profiles": [{**profile_to_dict(p), "source": profile_source(p)} for p in profiles],
+            **body}
     write_json(json_path, report_document("devices", body))

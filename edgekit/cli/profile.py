@@ -7,7 +7,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.backends import BACKEND_NAMES, PROVIDERS
+from edgekit.backends import backend_names, list_backends
 from edgekit.cli.common import console, write_json
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings, profile as run_profile
@@ -77,10 +77,12 @@ def render_profile(report: dict[str, Any]) -> Table:
 
 @click.command("profile")
 @click.argument("target")
-@click.option("--backend", type=click.Choice(BACKEND_NAMES), default="torch", show_default=True)
-@click.option("--provider", type=click.Choice(tuple(PROVIDERS)),
-              help="Where it runs: onnxruntime's execution provider (cpu, cuda, tensorrt) or "
-                   "torch's device (cpu, cuda). Default: cpu.")
+@click.option("--backend", type=click.Choice(backend_names()), default="torch", show_default=True)
+@click.option("--provider",
+              type=click.Choice(sorted({p for s in list_backends() for p in s.providers})),
+              help="Where it runs: " + "; ".join(f"{s.name}: {', '.join(s.providers)}"
+                                                 for s in list_backends() if s.providers)
+              + ". Default: cpu.")
 @click.option("--cuda-graph", is_flag=True,
               help="TensorRT: replay the engine from a captured CUDA graph (trtexec --useCudaGraph).")
 @click.option("--device", help="Device profile (default: the detected one).")

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import math
 import time
+from pathlib import Path
+from typing import Any
 
 from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter
+from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
 from edgekit.profiles.schema import DeviceProfile
 
@@ -96,3 +99,18 @@ class NullMeter(_SensorlessMeter):
             samples=0,
             note=self.note,
         )
+
+
+def _open_estimate(profile: DeviceProfile | None, root: Path,
+                   options: dict[str, Any]) -> EstimatedMeter:
+    if profile is None:
+        raise SensorError("an energy estimate needs a device profile",
+                          hint="name a device profile, or use the energy meter 'none'")
+    return EstimatedMeter(profile)
+
+
+register_meter(MeterSpec(name="estimate", priority=100, sensor=False, probe=lambda root: True,
+                         open=_open_estimate))
+register_meter(MeterSpec(name="none", priority=200, sensor=False, probe=lambda root: True,
+                         open=lambda profile, root, options: NullMeter(
+                             "energy measurement switched off")))

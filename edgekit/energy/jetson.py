@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from edgekit.energy.base import (
     Clock,
@@ -26,7 +26,11 @@ from edgekit.energy.base import (
     read_sysfs,
     read_sysfs_int,
 )
+from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
+
+if TYPE_CHECKING:
+    from edgekit.profiles.schema import DeviceProfile
 
 I2C_DRIVERS = Path("sys/bus/i2c/drivers")
 HWMON_LABELS = "ina3221*/*/hwmon/hwmon*/in*_label"  # under I2C_DRIVERS
@@ -167,3 +171,12 @@ class Ina3221Meter(EnergyMeter):
             samples=samples,
             components={name: i.energy_j for name, i in self._integrals.items()},
         )
+
+
+def _open(profile: DeviceProfile | None, root: Path, options: dict[str, Any]) -> Ina3221Meter:
+    """The profile names the total rail (VDD_IN, POM_5V_IN); without one, TOTAL_RAILS decide."""
+    total = profile.power_sensor.total_rail if profile is not None else None
+    return Ina3221Meter(total, root=root, **options)
+
+
+register_meter(MeterSpec(name="ina3221", priority=10, sensor=True, probe=available, open=_open))

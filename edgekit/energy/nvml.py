@@ -18,6 +18,7 @@ import time
 from typing import Any, Protocol
 
 from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter, PowerIntegral
+from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import MissingDependencyError, SensorError
 
 COUNTER_SOURCE = "measured: nvml/total-energy"
@@ -167,3 +168,7 @@ class NvmlMeter(EnergyMeter):
 
     def _close(self) -> None:
         self._device.close()
+
+
+register_meter(MeterSpec(name="nvml", priority=20, sensor=True, probe=lambda root: available(),
+                         open=lambda profile, root, options: NvmlMeter(**options)))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter, read_sysfs, read_sysfs_int
+from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
 
 POWERCAP = Path("sys/class/powercap")
@@ -129,3 +130,7 @@ class RaplMeter(EnergyMeter):
             samples=samples,
             components={z.key: uj / 1e6 for z, uj in zip(self.zones, self._uj, strict=True)},
         )
+
+
+register_meter(MeterSpec(name="rapl", priority=30, sensor=True, probe=available,
+                         open=lambda profile, root, options: RaplMeter(root, **options)))

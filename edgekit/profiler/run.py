@@ -12,15 +12,13 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from edgekit.backends import (BACKEND_NAMES, PROVIDERS, OnnxRuntimeRunner, Runner, TensorRTRunner,
-                              TorchRunner, execution_providers, require_cuda_gpu,
-                              require_tensorrt)
+from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_backends
 from edgekit.energy import EnergyMeter, open_meter
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import export_onnx, is_artifact, load_artifact
@@ -45,18 +43,20 @@ class ProfileSettings:
     cuda_graph: bool = False  # tensorrt: replay the engine from a captured CUDA graph
 
     def __post_init__(self) -> None:
-        if self.backend not in BACKEND_NAMES:
-            raise UnknownNameError("backend", self.backend, BACKEND_NAMES)
+        spec = get_backend(self.backend)
+        backends = list_backends()
         if self.provider is not None:
-            if self.provider not in PROVIDERS:
-                raise UnknownNameError("provider", self.provider, PROVIDERS)
-            if self.backend == "tensorrt" or (self.backend == "torch" and self.provider == "tensorrt"):
+            providers = {p for s in backends for p in s.providers}
+            if self.provider not in providers:
+                raise UnknownNameError("provider", self.provider, providers)
+            if self.provider not in spec.providers:
+                uses = ", ".join(f"{'|'.join(s.providers)} with --backend {s.name}"
+                                 for s in backends if s.providers)
                 raise UsageError(f"--provider {self.provider} does not apply to --backend "
-                                 f"{self.backend}",
-                                 hint="--provider cpu|cuda|tensorrt with --backend onnxruntime, "
-                                      "cpu|cuda with --backend torch")
-        if self.cuda_graph and self.backend != "tensorrt":
-            raise UsageError("--cuda-graph applies to --backend tensorrt")
+                                 f"{self.backend}", hint=f"--provider {uses}")
+        if self.cuda_graph and "cuda_graph" not in spec.options:
+            takers = " or ".join(s.name for s in backends if "cuda_graph" in s.options)
+            raise UsageError(f"--cuda-graph applies to --backend {takers}")
         if self.batch < 1:
             raise UsageError(f"--batch must be at least 1, got {self.batch}")
         if self.threads is not None and self.threads < 1:
@@ -70,7 +70,7 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Prepared:
     """A runner ready to activate, with its inputs and what is known about the model."""
 
@@ -110,11 +110,6 @@ def _feed_for_onnx(path: Path, batch: int) -> dict[str, np.ndarray]:
     return feed
 
 
-def _ort_runner(path: Path, settings: ProfileSettings, threads: int) -> OnnxRuntimeRunner:
-    providers = execution_providers(settings.provider or "cpu", precision=settings.precision)
-    return OnnxRuntimeRunner(path, threads, providers)
-
-
 def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
     profile = (artifact.manifest.get("tensorrt") or {}).get("profile") or []
     if not profile or not artifact.manifest["tensorrt"].get("dynamic"):
@@ -122,94 +117,91 @@ def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
     return int(profile[0]["min"][0]), int(profile[0]["max"][0])
 
 
-def _from_artifact(folder: Path, settings: ProfileSettings, threads: int,
-                   workdir: Path) -> _Prepared:
+def _options(settings: ProfileSettings, threads: int) -> RunOptions:
+    return RunOptions(threads=threads, provider=settings.provider, precision=settings.precision,
+                      batch=settings.batch, cuda_graph=settings.cuda_graph)
+
+
+def _wrong_backend(what: Path, label: str, fmt: str, spec: BackendSpec) -> UsageError:
+    """``what`` (``label``: what it is) holds a ``fmt`` model that ``spec`` cannot run: name the
+    backends that can."""
+    runners = [s.name for s in list_backends() if s.artifact_format == fmt]
+    if not runners:
+        return UsageError(f"{what} is {label}, which no backend runs",
+                          hint=f"profile the model it came from on --backend {spec.name}")
+    hint = None
+    if spec.artifact_format is None:
+        hint = f"or give the model name or checkpoint for --backend {spec.name}"
+    return UsageError(f"{what} is {label}; profile it with --backend {' or '.join(runners)}",
+                      hint=hint)
+
+
+def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdir: Path,
+                   exported: bool = False) -> _Prepared:
+    """A runner of ``settings.backend`` for an artifact; ``exported``: made for this run."""
+    spec = get_backend(settings.backend)
     artifact = load_artifact(folder)
-    if artifact.format == "tensorrt" and settings.backend != "tensorrt":
-        raise UsageError(f"{folder} is a TensorRT engine; profile it with --backend tensorrt")
-    if artifact.format == "onnx" and settings.backend == "torch":
-        raise UsageError(f"{folder} is an ONNX artifact; profile it with --backend onnxruntime",
-                         hint="or give the model name or checkpoint for --backend torch")
+    convert = artifact.format == "onnx" and spec.build is not None
+    if artifact.format != spec.artifact_format and not convert:
+        raise _wrong_backend(folder, f"an artifact of format '{artifact.format}'",
+                             artifact.format, spec)
     fixed = artifact.manifest.get("batch")
-    batch_range = _engine_batch_range(artifact) if artifact.format == "tensorrt" else None
+    batch_range = _engine_batch_range(artifact)
     if batch_range and not batch_range[0] <= settings.batch <= batch_range[1]:
         raise UsageError(f"{folder} was built for batch {batch_range[0]}..{batch_range[1]}, "
                          f"not {settings.batch}", hint="rebuild with --min-shape/--max-shape")
     if batch_range is None and isinstance(fixed, int) and fixed != settings.batch:
         raise UsageError(f"{folder} was exported for batch {fixed}, not {settings.batch}",
                          hint="re-export with --dynamic-batch or --batch N")
-    flops = artifact.manifest.get("flops_per_sample")
-    record = {"artifact": str(folder), **artifact.manifest["source"]}
-    if artifact.format == "tensorrt":
-        onnx_file = folder / artifact.manifest.get("onnx", {}).get("file", "model.onnx")
-        return _Prepared(TensorRTRunner(artifact.model_path, cuda_graph=settings.cuda_graph),
-                         _feed_for_onnx(onnx_file, settings.batch), artifact.source_name, record,
-                         flops, artifact.manifest.get("params"), artifact.size_bytes,
-                         "TensorRT engine", artifact.manifest["tensorrt"].get("precision"))
-    if settings.backend == "tensorrt":
-        return _engine_from_onnx(artifact, settings, workdir / "engine")
-    return _Prepared(_ort_runner(artifact.model_path, settings, threads),
-                     _feed_for_onnx(artifact.model_path, settings.batch),
-                     artifact.source_name, record,
-                     flops, artifact.manifest.get("params"), artifact.size_bytes, "ONNX file")
-
-
-def _engine_from_onnx(artifact: Any, settings: ProfileSettings, out: Path) -> _Prepared:
-    """An fp32 engine built for this run (batch fixed at ``settings.batch``), in ``out``."""
-    from edgekit.exporters.tensorrt import EngineBuildConfig, ShapeRange, export_tensorrt
-
-    shapes = []
-    for inp in artifact.manifest["inputs"]:
-        dynamic = [not isinstance(d, int) or d <= 0 for d in inp["shape"]]
-        if any(dynamic):  # the batch dimension at --batch, any other dynamic one at 1
-            shape = tuple((settings.batch if i == 0 else 1) if dyn else int(d)
-                          for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic)))
-            shapes.append(ShapeRange(inp["name"], shape, shape, shape))
-    result = export_tensorrt(artifact, out, EngineBuildConfig(precision=settings.precision,
-                                                              shapes=tuple(shapes)))
-    engine = load_artifact(result.folder)
-    return _Prepared(TensorRTRunner(engine.model_path, cuda_graph=settings.cuda_graph),
-                     _feed_for_onnx(engine.folder / "model.onnx", settings.batch),
-                     engine.source_name, {"artifact": str(artifact.folder), **engine.manifest["source"]},
-                     engine.manifest.get("flops_per_sample"), engine.manifest.get("params"),
-                     engine.size_bytes, f"TensorRT engine (built for this run, {settings.precision})",
-                     settings.precision)
+    options = _options(settings, threads)
+    size_source = spec.file_label + (" (exported for this run, validated)" if exported else "")
+    if convert:  # an ONNX artifact the backend builds its own format from (an engine)
+        built = spec.build(artifact, workdir / "built", options)  # type: ignore[misc]
+        artifact = load_artifact(built)
+        size_source = f"{spec.file_label} (built for this run, {settings.precision})"
+    onnx = artifact.manifest.get("onnx")  # an engine keeps the ONNX file it was built from
+    onnx_file = artifact.folder / onnx["file"] if onnx else artifact.model_path
+    return _Prepared(runner=spec.open_file(artifact.model_path, options),  # type: ignore[misc]
+                     feed=_feed_for_onnx(onnx_file, settings.batch), name=artifact.source_name,
+                     source={"artifact": str(folder), **artifact.manifest["source"]},
+                     flops_per_sample=artifact.manifest.get("flops_per_sample"),
+                     params=artifact.manifest.get("params"), size_bytes=artifact.size_bytes,
+                     size_source=size_source,
+                     precision=(artifact.manifest.get(artifact.format) or {}).get("precision"))
 
 
 def _from_onnx_file(path: Path, settings: ProfileSettings, threads: int) -> _Prepared:
-    if settings.backend != "onnxruntime":
-        raise UsageError(f"{path} is an ONNX file; profile it with --backend onnxruntime")
-    return _Prepared(_ort_runner(path, settings, threads), _feed_for_onnx(path, settings.batch),
-                     path.stem, {"onnx_file": str(path)}, None, None, path.stat().st_size,
-                     "ONNX file")
+    spec = get_backend(settings.backend)
+    if spec.artifact_format != "onnx":
+        raise _wrong_backend(path, "an ONNX file", "onnx", spec)
+    return _Prepared(runner=spec.open_file(path, _options(settings, threads)),  # type: ignore[misc]
+                     feed=_feed_for_onnx(path, settings.batch), name=path.stem,
+                     source={"onnx_file": str(path)}, flops_per_sample=None, params=None,
+                     size_bytes=path.stat().st_size, size_source=spec.file_label)
 
 
 def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
                 workdir: Path) -> _Prepared:
+    spec = get_backend(settings.backend)
     task = source.entry.task
-    inputs = source.entry.example_inputs(batch=settings.batch)
-    feed = {task.input_name: inputs[0].numpy()}
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
-    if settings.backend == "torch":
-        runner: Runner = TorchRunner(source.model, [task.input_name], task.output_names, threads,
-                                     device="cuda" if settings.provider == "cuda" else "cpu")
-        if source.checkpoint is not None:
-            size, size_source = source.checkpoint.path.stat().st_size, "safetensors checkpoint"
-        else:
-            size = sum(p.numel() * p.element_size() for p in source.model.parameters())
-            size_source = "in-memory parameters"
-    else:
+    if spec.open_module is None:  # the backend runs an artifact: export one and load that
         result = export_onnx(source, workdir / "artifact", batch=settings.batch,
                              device=settings.device)
-        if settings.backend == "tensorrt":
-            engine = _engine_from_onnx(load_artifact(result.folder), settings, workdir / "engine")
-            engine.source = source.record()
-            return engine
-        model_file = result.folder / result.manifest["model_file"]
-        runner = _ort_runner(model_file, settings, threads)
-        size, size_source = model_file.stat().st_size, "ONNX file (exported for this run, validated)"
-    return _Prepared(runner, feed, source.name, source.record(), cost.flops_per_sample,
-                     cost.params, size, size_source)
+        prepared = _from_artifact(result.folder, settings, threads, workdir, exported=True)
+        return replace(prepared, name=source.name, source=source.record(),
+                       flops_per_sample=cost.flops_per_sample, params=cost.params)
+    inputs = source.entry.example_inputs(batch=settings.batch)
+    runner = spec.open_module(source.model, [task.input_name], task.output_names,
+                              _options(settings, threads))
+    if source.checkpoint is not None:
+        size, size_source = source.checkpoint.path.stat().st_size, "safetensors checkpoint"
+    else:
+        size = sum(p.numel() * p.element_size() for p in source.model.parameters())
+        size_source = "in-memory parameters"
+    return _Prepared(runner=runner, feed={task.input_name: inputs[0].numpy()}, name=source.name,
+                     source=source.record(), flops_per_sample=cost.flops_per_sample,
+                     params=cost.params, size_bytes=size, size_source=size_source)
 
 
 def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path) -> _Prepared:
@@ -263,24 +255,13 @@ def _progress_bar(enabled: bool, label: str) -> Iterator[Any]:
         yield update
 
 
-def _check_available(settings: ProfileSettings) -> None:
-    """Fail at once, in one line, where the backend or provider cannot run on this machine."""
-    if settings.backend == "tensorrt":
-        require_tensorrt()
-        require_cuda_gpu()
-    elif settings.backend == "onnxruntime":
-        execution_providers(settings.provider or "cpu")
-    elif settings.provider == "cuda":
-        require_cuda_gpu(hint="profile on a machine with an NVIDIA GPU and a CUDA build of torch")
-
-
 def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             progress: bool = False, meter: EnergyMeter | None = None) -> dict[str, Any]:
     """Profile ``target`` (registry name, checkpoint, artifact folder or .onnx file).
 
     ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own).
     """
-    _check_available(settings)
+    get_backend(settings.backend).check(settings.provider)  # one line where it cannot run here
     device = resolve_device(settings.device)
     threads = settings.threads or available_cores()
     with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:

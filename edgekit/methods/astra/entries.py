@@ -3,10 +3,10 @@ from __future__ import annotations
 
 from edgekit.methods.astra.train import train_astra
 from edgekit.methods.astra.vit import AstraViT
-from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.data import DIGITS
+from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
 
 PAPER = "ASTRA: sequence-parallel inference with VQ token exchange, arXiv 2505.19342 (ICML 2026)"
-DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10)
 
 DIGITS_CONFIG = {
     "image_size": 8, "patch_size": 2, "in_chans": 1, "num_classes": 10, "dim": 64, "depth": 4,
@@ -30,7 +30,7 @@ register_model(ModelEntry(
     family="astra",
     builder=AstraViT,
     config=DIGITS_CONFIG,
-    task=DIGITS,
+    task=DIGITS.task,
     description=("ViT whose forward is ASTRA at 2 ranks: 16-group VQ token exchange (160 bits/"
                  "token), NAVQ lambda=1, distributed class token; paper sizes: "
                  "edgekit.methods.astra.build_paper_model('vit-s'|'vit-b'|'gpt2')"),

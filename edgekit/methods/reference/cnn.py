@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from torch import nn
 
-from edgekit.registry import ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.data import DIGITS
+from edgekit.registry import ModelEntry, TrainSettings, register_model
 
-DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10)
 
 
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> nn.Sequential:
@@ -55,7 +55,7 @@ register_model(ModelEntry(
     builder=DSCNN,
     config={"in_channels": 1, "num_classes": 10, "channels": (16, 32, 64), "strides": (1, 2, 2),
             "width": 1.0},
-    task=DIGITS,
+    task=DIGITS.task,
     description="MobileNet-style depthwise-separable CNN",
     variants={"tiny": {"width": 0.5}, "wide": {"width": 2.0}},
     paper="Howard et al. 2017, MobileNets, arXiv:1704.04861",

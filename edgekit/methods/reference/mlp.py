@@ -5,7 +5,7 @@ import math
 
 from torch import nn
 
-from edgekit.methods.reference.cnn import DIGITS
+from edgekit.data import DIGITS
 from edgekit.registry import ModelEntry, TrainSettings, register_model
 
 
@@ -30,7 +30,7 @@ register_model(ModelEntry(
     family="reference",
     builder=MLP,
     config={"input_shape": (1, 8, 8), "num_classes": 10, "hidden": (128, 64), "dropout": 0.1},
-    task=DIGITS,
+    task=DIGITS.task,
     description="multilayer perceptron on flattened pixels",
     variants={"small": {"hidden": (32,)}, "large": {"hidden": (512, 256)}},
     train=TrainSettings(epochs=30, lr=3e-3),

@@ -14,9 +14,9 @@ import torch
 from torch import nn
 
 from edgekit.spiking.layers import MultiStepNet, layer, lif
-from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.data import DIGITS
+from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
 
-DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10)
 
 
 class SpikingCNN(MultiStepNet):
@@ -48,7 +48,7 @@ register_model(ModelEntry(
     builder=SpikingCNN,
     config={"T": 4, "in_channels": 1, "num_classes": 10, "input_size": 8, "channels": (16, 32),
             "hidden": 64},
-    task=DIGITS,
+    task=DIGITS.task,
     description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4",
     export=ExportSettings(),
     train=TrainSettings(epochs=40, batch_size=64, lr=3e-3, weight_decay=1e-4),

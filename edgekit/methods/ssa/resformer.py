@@ -27,11 +27,11 @@ from torch import nn
 from edgekit.errors import UsageError
 from edgekit.methods.ssa.attention import ATTENTION_KINDS, make_attention
 from edgekit.spiking.layers import MultiStepNet, activation, bn, conv, layer
+from edgekit.data import DIGITS
 from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
 
 PAPER = ("Efficient Transformer Attention for SNNs via Hadamard Simplification (ICML 2026); "
          "backbone: Shi et al., SpikingResformer, CVPR 2024")
-DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10)
 PROLOGUES = ("small", "imagenet")
 
 
@@ -183,7 +183,7 @@ register_model(ModelEntry(
     family="spiking",
     builder=SpikingResformer,
     config=DIGITS_CONFIG,
-    task=DIGITS,
+    task=DIGITS.task,
     description="SpikingResformer with SSA (Hadamard) attention, LIF neurons, T=4, digits-sized",
     variants=ATTENTION_VARIANTS,
     paper=PAPER,
@@ -197,7 +197,7 @@ register_model(ModelEntry(
     family="spiking",
     builder=SpikingResformer,
     config={**DIGITS_CONFIG, "T": 1, "activation": "relu"},
-    task=DIGITS,
+    task=DIGITS.task,
     description="the non-spiking twin of spikingresformer: ReLU for every LIF, one step",
     variants=ATTENTION_VARIANTS,
     paper=PAPER,

@@ -26,10 +26,10 @@ from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.kernels.wbmm import DEPLOY_FORMS, WBMM, as_window, bn_scale_shift
-from edgekit.registry import ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.data import DIGITS
+from edgekit.registry import ModelEntry, TrainSettings, register_model
 
 PAPER = "Wang et al., WBMM: Windowed Batch Matrix Multiplication, arXiv 2607.02097 (ICML 2026)"
-DIGITS = TaskSpec(dataset="digits", metric="accuracy", input_shape=(1, 8, 8), num_classes=10)
 
 Token = str | int  # "W", "D" or an odd depthwise kernel size
 
@@ -299,7 +299,7 @@ register_model(ModelEntry(
     family="wbmm",
     builder=WBMMNet,
     config=DIGITS_CONFIG,
-    task=DIGITS,
+    task=DIGITS.task,
     description="UniRepLKNet-style net with WBMM blocks (window 4, digits-sized)",
     paper=PAPER,
     train=DIGITS_TRAIN,
@@ -311,7 +311,7 @@ register_model(ModelEntry(
     family="wbmm",
     builder=WBMMNet,
     config={**DIGITS_CONFIG, "patterns": with_tokens(DIGITS_CONFIG["patterns"], "W", 13)},
-    task=DIGITS,
+    task=DIGITS.task,
     description="the wbmm twin with a 13x13 depthwise conv in place of every WBMM",
     paper=PAPER,
     train=DIGITS_TRAIN,

@@ -11,13 +11,9 @@ from __future__ import annotations
 from edgekit.methods.wifi_mamba import baseline, model
 from edgekit.methods.wifi_mamba.baseline import PETRBaseline
 from edgekit.methods.wifi_mamba.model import PAPER, WiFiMamba
-from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
-from edgekit.methods.wifi_mamba.csi import N_ANT, N_PKT, N_RX, N_SUB
-from edgekit.methods.wifi_mamba.dataset import DATASET_NAME, evaluate_dataset, train_entry
+from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
+from edgekit.methods.wifi_mamba.dataset import WIFI_POSE, evaluate_dataset, train_entry
 
-WIFI_POSE = TaskSpec(dataset=DATASET_NAME, metric="mpjpe_mm",
-                     input_shape=(2, N_RX * N_ANT * N_SUB, N_PKT), num_classes=0,
-                     output_names=("poses", "logits"), higher_is_better=False)
 _EXPORT = ExportSettings(opset=18, atol=1e-4, rtol=1e-3, dynamo=False)
 _TRAIN = TrainSettings(epochs=10, batch_size=32, lr=2e-3, weight_decay=1e-4)
 
@@ -26,7 +22,7 @@ def _entry(name: str, builder, configs: dict, default: str, description: str,
            paper: str) -> ModelEntry:
     return register_model(ModelEntry(
         name=name, family="wifi_mamba", builder=builder, config=dict(configs[default]),
-        task=WIFI_POSE, description=description,
+        task=WIFI_POSE.task, description=description,
         variants={v: c for v, c in configs.items() if v != default}, paper=paper,
         export=_EXPORT, train=_TRAIN, trainer=train_entry, evaluator=evaluate_dataset))
 

@@ -1,0 +1,65 @@
+"""Numeric precisions, each defined once with what every layer needs to know about it.
+
+Device profiles (peaks per precision), calibration (the dtype a GEMM runs in), the TensorRT
+exporter (the engine precisions and their ``trtexec`` switch) and ``edgekit devices`` (the peak
+columns) all read this table, so a precision cannot be known to one of them and missing from
+another. Adding a precision is one ``register_precision`` line here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from edgekit.errors import UnknownNameError
+
+
+@dataclass(frozen=True, kw_only=True)
+class Precision:
+    name: str  # the name in profiles, reports and on the command line: "fp16"
+    torch_dtype: str | None  # the dtype calibration's GEMM runs in; None: needs a quantised kernel
+    integer: bool = False  # peaks count OP/s (TOPS), not FLOP/s
+    gpu_only: bool = False  # a GPU tensor-core mode (TF32) with no CPU kernel to time
+    calibrate: bool = False  # measured by ``edgekit devices --calibrate`` unless told otherwise
+    trtexec_flag: str | None = None  # an engine precision edgekit builds, and trtexec's switch
+    builder_flag: str | None = None  # the TensorRT BuilderFlag it sets; None: plain fp32, TF32 off
+    column: bool = False  # a peak column of the ``edgekit devices`` table
+
+    @property
+    def unit(self) -> str:
+        """``OP`` or ``FLOP``: what a peak of this precision counts per second."""
+        return "OP" if self.integer else "FLOP"
+
+
+_PRECISIONS: dict[str, Precision] = {}
+
+
+def register_precision(precision: Precision) -> Precision:
+    if precision.name in _PRECISIONS:
+        raise ValueError(f"precision '{precision.name}' is registered twice")
+    _PRECISIONS[precision.name] = precision
+    return precision
+
+
+def list_precisions() -> list[Precision]:
+    """Every precision, narrowest mantissa last (the order tables show them in)."""
+    return list(_PRECISIONS.values())
+
+
+def get_precision(name: str) -> Precision:
+    if name not in _PRECISIONS:
+        raise UnknownNameError("precision", name, _PRECISIONS)
+    return _PRECISIONS[name]
+
+
+register_precision(Precision(name="fp64", torch_dtype="float64"))
+register_precision(Precision(name="fp32", torch_dtype="float32", calibrate=True,
+                             trtexec_flag="--noTF32", column=True))
+register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True))
+register_precision(Precision(name="fp16", torch_dtype="float16", calibrate=True,
+                             trtexec_flag="--fp16", builder_flag="FP16", column=True))
+register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True))
+register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
+                             builder_flag="INT8", column=True))
+
+ALL = tuple(p.name for p in list_precisions())  # what a device profile may give a peak for
+TENSORRT = tuple(p.name for p in list_precisions() if p.trtexec_flag)  # engine precisions
+CALIBRATED = tuple(p.name for p in list_precisions() if p.calibrate)  # calibrate's default set
