@@ -203,6 +203,7 @@ def test_the_wheel_holds_every_package_module_and_profile(tmp_path):
                 for package, folder in _package_folders().items()
                 for path in folder.iterdir() if path.suffix in (".py", ".toml")}
     assert len([n for n in expected if n.endswith(".toml")]) >= 10  # the device profiles
+    expected.add(f"{wheel.name.split('-py3')[0]}.dist-info/licenses/LICENSE")
     assert not expected - names, sorted(expected - names)
     top_level = {n.split("/")[0] for n in names if not n.startswith("edgekit-")}
     assert top_level == {"edgekit"}  # exporters/ etc. install under edgekit, never top-level
