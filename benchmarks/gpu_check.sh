@@ -2,7 +2,7 @@
 # The TensorRT and GPU check, for a machine with an NVIDIA GPU (a lent device machine, a
 # workstation, a Jetson with JetPack's TensorRT):
 #
-#   1. installs what it needs into a venv (torch with CUDA, edgekit[gpu], TensorRT 10, polygraphy);
+#   1. installs what it needs into a venv (torch with CUDA, edgekit[gpu], TensorRT 10);
 #   2. trains the reference models briefly and exports them to ONNX (dynamic batch);
 #   3. builds fp32 / fp16 / int8 TensorRT engines, validates each against the one saved FP32
 #      reference and against ONNX Runtime;
@@ -57,7 +57,7 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
         step install-torch "${PIP[@]}" install torch  # PyPI's Linux x86-64 torch is a CUDA build
     fi
     # the gpu extra brings onnxruntime-gpu only: edgekit's core has no CPU onnxruntime to remove
-    step install-edgekit "${PIP[@]}" install -e ".[dev,gpu]" "polygraphy>=0.49"
+    step install-edgekit "${PIP[@]}" install -e ".[dev,gpu]"
     if ! "$PY" -c "import tensorrt" 2>/dev/null; then
         # TensorRT 11 removed the fp16/int8 builder flags and calibrators: stay on 10.x
         step install-tensorrt "${PIP[@]}" install "tensorrt>=10,<11"
