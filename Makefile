@@ -1,6 +1,7 @@
 # edgekit: `make demo` and `make test` work on a fresh clone with only Python 3 installed.
 # They create .venv when missing, install a CPU build of torch when none is importable, then
-# edgekit (editable, with dev extras) and SpikingJelly 2.x without its heavy optional extras.
+# edgekit (editable, with the dev, cpu and spiking-deps extras) and SpikingJelly 2.x without its
+# heavy optional extras.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -10,22 +11,25 @@ PIP := $(PY) -m pip --disable-pip-version-check
 # elsewhere pass e.g. TORCH_PIP_ARGS="torch --index-url <PyTorch's CPU wheel index>".
 TORCH_PIP_ARGS ?= torch==2.13.0
 # SpikingJelly's metadata requires torchvision, torchaudio and tensorboard, which its
-# activation-based API never imports: install it without dependencies, then what it really needs
-# (the [spiking] extra of pyproject.toml: loguru, tqdm, packaging, h5py, nir, nirtorch).
+# activation-based API never imports, and resolving them swaps the CPU torch for a CUDA build:
+# install it without dependencies, then what it really needs (the spiking-deps extra of
+# pyproject.toml). Keep this in step with the spiking extra there.
 SPIKINGJELLY ?= spikingjelly>=2.0,<3
+# cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra).
+EXTRAS ?= dev,cpu,spiking-deps
 STAMP := $(VENV)/.edgekit-installed
 DEMO_DIR ?= edgekit-demo
 DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide wbmm wbmm-dw13
 
-.PHONY: install demo test clean
+.PHONY: install demo lint test clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml setup.py | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH_PIP_ARGS)
 	$(PIP) install --no-deps "$(SPIKINGJELLY)"
-	$(PIP) install -e ".[dev,spiking]"
+	$(PIP) install -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -35,6 +39,9 @@ demo: install
 	$(VENV)/bin/edgekit devices
 	$(VENV)/bin/edgekit compare $(DEMO_MODELS) --backend onnxruntime \
 		--plot $(DEMO_DIR)/compare.png --csv $(DEMO_DIR)/compare.csv --json $(DEMO_DIR)/compare.json
+
+lint: install
+	$(VENV)/bin/ruff check .
 
 test: install
 	$(PY) -m pytest -q

@@ -2,7 +2,7 @@
 # The TensorRT and GPU check, for a machine with an NVIDIA GPU (a lent device machine, a
 # workstation, a Jetson with JetPack's TensorRT):
 #
-#   1. installs what it needs into a venv (torch with CUDA, edgekit[gpu], TensorRT 10, polygraphy);
+#   1. installs what it needs into a venv (torch with CUDA, edgekit[gpu], TensorRT 10);
 #   2. trains the reference models briefly and exports them to ONNX (dynamic batch);
 #   3. builds fp32 / fp16 / int8 TensorRT engines, validates each against the one saved FP32
 #      reference and against ONNX Runtime;
@@ -56,13 +56,12 @@ if [ "${SKIP_INSTALL:-0}" != 1 ]; then
     if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
         step install-torch "${PIP[@]}" install torch  # PyPI's Linux x86-64 torch is a CUDA build
     fi
-    step install-edgekit "${PIP[@]}" install -e ".[dev,gpu]" "polygraphy>=0.49"
+    # the gpu extra brings onnxruntime-gpu only: edgekit's core has no CPU onnxruntime to remove
+    step install-edgekit "${PIP[@]}" install -e ".[dev,gpu]"
     if ! "$PY" -c "import tensorrt" 2>/dev/null; then
         # TensorRT 11 removed the fp16/int8 builder flags and calibrators: stay on 10.x
         step install-tensorrt "${PIP[@]}" install "tensorrt>=10,<11"
     fi
-    # onnxruntime and onnxruntime-gpu install into the same package folder; keep the GPU build
-    step install-onnxruntime-gpu bash -c "${PIP[*]} uninstall -y onnxruntime onnxruntime-gpu; ${PIP[*]} install --no-deps 'onnxruntime-gpu>=1.18'"
 fi
 # ONNX Runtime's TensorRT provider loads libnvinfer from the tensorrt wheels' folder
 TRT_LIBS="$("$PY" -c 'import os, tensorrt_libs; print(os.path.dirname(tensorrt_libs.__file__))' 2>/dev/null || true)"

@@ -31,6 +31,7 @@ from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult,
                                         task_record)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
+from edgekit.optional import SPIKING, require
 from edgekit.spiking.layers import MultiStepNet, functional, layer, neuron
 from edgekit.provenance import provenance
 from edgekit.targets import ModelSource
@@ -190,7 +191,7 @@ def _refusal(name: str, blockers: list[Blocker]) -> UsageError:
 
 def _import_and_run(path: Path, x_seq: torch.Tensor, dt: float) -> torch.Tensor:
     """``nir.read`` the file, import it with SpikingJelly, run it multi-step from rest."""
-    import nir
+    nir = require("nir", SPIKING, "NIR export")
     from spikingjelly.activation_based.nir_exchange import import_from_nir
 
     graph = nir.read(str(path))
@@ -216,7 +217,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
                atol: float | None = None, rtol: float | None = None) -> ExportResult:
     """Export a spiking net to ``out_dir/model.nir`` with a manifest; refuses nets NIR cannot
     express (UsageError naming the operation and layer) and fails beyond tolerance."""
-    import nir
+    nir = require("nir", SPIKING, "NIR export")
     from spikingjelly.activation_based.nir_exchange import export_to_nir
 
     model = source.model.eval()

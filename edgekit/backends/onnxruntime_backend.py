@@ -19,6 +19,7 @@ import numpy as np
 from edgekit.backends.base import Feed, Runner
 from edgekit.backends.registry import BackendSpec, RunOptions, register_backend
 from edgekit.errors import UnknownNameError, UsageError
+from edgekit.optional import ONNXRUNTIME, require
 from edgekit.paths import edgekit_home
 
 ProviderEntry = Union[str, tuple[str, dict[str, Any]]]
@@ -41,8 +42,7 @@ def execution_providers(provider: str = "cpu", available: Sequence[str] | None =
     if provider not in PROVIDERS:
         raise UnknownNameError("execution provider", provider, PROVIDERS)
     if available is None:
-        import onnxruntime as ort
-
+        ort = require("onnxruntime", ONNXRUNTIME, "the onnxruntime backend")
         available = ort.get_available_providers()
     wanted = PROVIDERS[provider]
     if wanted not in available:
@@ -70,8 +70,7 @@ def _provider_name(entry: ProviderEntry) -> str:
 def make_session(path: str | Path, threads: int | None = None,
                  providers: Sequence[ProviderEntry] = ("CPUExecutionProvider",)) -> Any:
     """A session with intra-op threads fixed (inter-op 1, sequential), so runs are comparable."""
-    import onnxruntime as ort
-
+    ort = require("onnxruntime", ONNXRUNTIME, "the onnxruntime backend")
     opts = ort.SessionOptions()
     if threads is not None:
         opts.intra_op_num_threads = threads
@@ -137,8 +136,7 @@ class OnnxRuntimeRunner(Runner):
         return dict(zip(self.output_names, out))
 
     def describe(self) -> dict[str, Any]:
-        import onnxruntime as ort
-
+        ort = require("onnxruntime", ONNXRUNTIME, "the onnxruntime backend")
         return {"backend": self.name, "threads": self.threads, "inter_op_threads": 1,
                 "providers": list(self.session.get_providers()) if self.session
                 else [_provider_name(p) for p in self.providers],

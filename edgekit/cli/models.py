@@ -5,7 +5,8 @@ import click
 from rich.table import Table
 
 from edgekit.cli.common import console, write_json
-from edgekit.flops import model_cost
+from edgekit.errors import MissingDependencyError
+from edgekit.flops import ModelCost, model_cost
 from edgekit.provenance import report_document
 from edgekit.registry import list_models
 
@@ -28,14 +29,21 @@ def models(family: str | None, json_path: str | None) -> None:
     rows = []
     for entry in list_models(family):
         for variant in (None, *entry.variants):
-            model = entry.build(variant)
-            cost = model_cost(model, entry.example_inputs(batch=1))
+            try:  # an entry whose optional library is absent is listed, not built
+                cost: ModelCost | None = model_cost(entry.build(variant),
+                                                    entry.example_inputs(batch=1))
+                note = ""
+            except MissingDependencyError as exc:
+                cost, note = None, f" (not built here: {exc.message})"
             name = entry.name + (f":{variant}" if variant else "")
             task = f"{entry.task.dataset} / {entry.task.metric}"
             desc = entry.description if variant is None else f"  variant: {dict(entry.variants[variant])}"
-            table.add_row(name, entry.family, _si(cost.params), _si(cost.flops_per_sample), task, desc)
-            rows.append({"name": name, "family": entry.family, "params": cost.params,
-                         "flops_per_sample": cost.flops_per_sample, "dataset": entry.task.dataset,
+            table.add_row(name, entry.family, _si(cost.params) if cost else "-",
+                          _si(cost.flops_per_sample) if cost else "-", task, desc + note)
+            rows.append({"name": name, "family": entry.family,
+                         "params": cost.params if cost else None,
+                         "flops_per_sample": cost.flops_per_sample if cost else None,
+                         "dataset": entry.task.dataset,
                          "metric": entry.task.metric, "input_shape": list(entry.task.input_shape),
                          "description": entry.description, "paper": entry.paper})
     console.print(table)

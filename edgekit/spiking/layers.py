@@ -20,12 +20,18 @@ import torch
 from torch import nn
 
 from edgekit.errors import UsageError
+from edgekit.optional import SPIKING, LazyModule
 
 # torch logs one warning per missing Triton when SpikingJelly registers its operators; a CPU
 # machine without Triton is the normal case here, not something to warn about.
 logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
 
-from spikingjelly.activation_based import functional, layer, neuron, surrogate  # noqa: E402
+# Imported on first use, so registering a spiking model works without SpikingJelly installed and
+# building one fails with a one-line error naming the extra.
+_SJ = "spikingjelly.activation_based"
+functional, layer, neuron, surrogate = (
+    LazyModule(f"{_SJ}.{name}", SPIKING, "a spiking model")
+    for name in ("functional", "layer", "neuron", "surrogate"))
 
 ACTIVATIONS = ("lif", "relu")
 TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
