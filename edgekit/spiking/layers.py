@@ -13,19 +13,18 @@ model is stateful.
 """
 from __future__ import annotations
 
-import logging
 from abc import ABCMeta, abstractmethod
 
 import torch
 from torch import nn
 
 from edgekit.errors import UsageError
+from edgekit.quiet import quiet
 
 # torch logs one warning per missing Triton when SpikingJelly registers its operators; a CPU
 # machine without Triton is the normal case here, not something to warn about.
-logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
-
-from spikingjelly.activation_based import functional, layer, neuron, surrogate  # noqa: E402
+with quiet("torch._library.triton", stdout=False, warn=False):
+    from spikingjelly.activation_based import functional, layer, neuron, surrogate
 
 ACTIVATIONS = ("lif", "relu")
 TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
