@@ -310,17 +310,19 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    report = _report(prepared, settings, device, threads, described, creation_s, first_s,
-                     warm_iters, samples, wall_s, energy, mem)
+    report = _report(prepared, settings, device=device, threads=threads, backend=described,
+                     creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
+                     samples=samples, timed_s=wall_s, energy=energy, mem=mem)
     if any(phases.values()):
         report["phases_ms"] = {name: latency_stats(values).to_dict()
                                for name, values in phases.items() if values}
     return report
 
 
-def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfile, threads: int,
-            backend: dict[str, Any], creation_s: float, first_s: float, warm_iters: int,
-            samples: list[float], timed_s: float, energy: Any, mem: Any) -> dict[str, Any]:
+def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
+            threads: int, backend: dict[str, Any], creation_s: float, first_s: float,
+            warm_iters: int, samples: list[float], timed_s: float, energy: Any,
+            mem: Any) -> dict[str, Any]:
     stats = latency_stats(samples)
     n = len(samples)
     per_call_s = stats.p50 / 1e3
