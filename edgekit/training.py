@@ -1,4 +1,4 @@
-"""Training and evaluation on an entry's dataset, with a progress bar."""
+"""Training and evaluation on an entry's dataset, reporting progress to the caller's callback."""
 from __future__ import annotations
 
 import time
@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgekit.data import Dataset
+from edgekit.progress import Progress, ProgressUpdate
 from edgekit.registry import ModelEntry, TrainSettings
 
 
@@ -52,7 +53,7 @@ def entry_label(entry: ModelEntry, variant: str | None) -> str:
 
 
 def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
-        settings: TrainSettings, seed: int = 0, progress: bool = True,
+        settings: TrainSettings, seed: int = 0, progress: Progress | None = None,
         label: str = "training") -> float:
     """AdamW + one-cycle over ``epochs`` of shuffled batches; returns the last batch loss and
     leaves the model in eval mode. ``loss_fn(model, x, y)`` is the task's loss."""
@@ -62,19 +63,19 @@ def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: fl
     x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
     gen = torch.Generator().manual_seed(seed)
     loss_value = float("nan")
-    with ProgressBar(progress, label, epochs) as advance:
-        for _ in range(epochs):
-            model.train()
-            order = torch.randperm(len(x), generator=gen)
-            for start in range(0, len(x), settings.batch_size):
-                idx = order[start:start + settings.batch_size]
-                loss = loss_fn(model, x[idx], y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                loss_value = loss.detach().item()
-            advance(loss_value)
+    advance = loss_steps(progress, label, epochs)
+    for _ in range(epochs):
+        model.train()
+        order = torch.randperm(len(x), generator=gen)
+        for start in range(0, len(x), settings.batch_size):
+            idx = order[start:start + settings.batch_size]
+            loss = loss_fn(model, x[idx], y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            loss_value = loss.detach().item()
+        advance(loss_value)
     model.eval()
     return loss_value
 
@@ -84,7 +85,7 @@ def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
 
 
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-          epochs: int | None = None, seed: int = 0, progress: bool = True,
+          epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
           model: nn.Module | None = None) -> TrainResult:
     """Train with the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers."""
     if entry.trainer is not None:
@@ -102,28 +103,14 @@ def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                        time.perf_counter() - started, loss_value)
 
 
-class ProgressBar:
-    """A rich progress bar over epochs (or nothing, for library callers that ask for quiet)."""
+def loss_steps(progress: Progress | None, label: str, total: int) -> Callable[[float], None]:
+    """A callback that counts one step of ``total`` per call and reports it with its loss."""
+    if progress is None:
+        return lambda loss: None
+    done = [0]
+    progress(ProgressUpdate(label, 0, total))
 
-    def __init__(self, enabled: bool, label: str, total: int) -> None:
-        self.enabled, self.label, self.total = enabled, label, total
-        self._bar = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda loss: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from edgekit.cli.common import err_console
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(),
-                             console=err_console, transient=False)
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total, loss="-")
-        return lambda loss: self._bar.update(task, advance=1, loss=f"{loss:.4f}")
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-        return False
+    def advance(loss: float) -> None:
+        done[0] += 1
+        progress(ProgressUpdate(label, done[0], total, f"loss {loss:.4f}"))
+    return advance

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import pkgutil
 import subprocess
 import sys
@@ -10,9 +11,34 @@ from pathlib import Path
 import edgekit
 
 ROOT = Path(edgekit.__file__).resolve().parent
+MAPPED = ("exporters", "kernels", "profiles")
 # The dataset registry (another branch of issue "One house") removes this import of the WiFi
 # simulator from the generic dataset loader; until then it is the one known exception.
 KNOWN_METHOD_IMPORTS = {"data.py": {"edgekit.methods.wifi_mamba.dataset"}}
+
+
+def _library_modules() -> list[str]:
+    """Every module of edgekit except the CLI (``edgekit.cli``, methods' ``cli``, ``__main__``)."""
+    names = [m.name for m in pkgutil.walk_packages(edgekit.__path__, "edgekit.")]
+    for folder in MAPPED:  # installed into edgekit from top-level folders (design.md, Layout)
+        package = importlib.import_module(f"edgekit.{folder}")
+        names += [package.__name__] + [
+            m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]
+    return [n for n in names if not (n == "edgekit.cli" or n.startswith("edgekit.cli.")
+                                     or n.endswith(".cli") or n.endswith(".__main__"))]
+
+
+def test_library_never_imports_the_cli() -> None:
+    modules = _library_modules()
+    assert "edgekit.profiler.run" in modules and "edgekit.exporters.onnx" in modules
+    script = ("import importlib, sys\n"
+              f"for name in {modules!r}:\n"
+              "    importlib.import_module(name)\n"
+              "    if 'edgekit.cli' in sys.modules:\n"
+              "        sys.exit(f'importing {name} imported edgekit.cli')\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
 
 
 def _imported_modules(path: Path) -> set[str]:
@@ -27,14 +53,33 @@ def _imported_modules(path: Path) -> set[str]:
     return names
 
 
+def _source_files() -> list[tuple[str, Path]]:
+    """(path relative to edgekit, file) for every source file of the installed package."""
+    folders = {f: Path(importlib.import_module(f"edgekit.{f}").__path__[0]) for f in MAPPED}
+    files = [(p.relative_to(ROOT).as_posix(), p) for p in ROOT.rglob("*.py")]
+    files += [(f"{f}/{p.relative_to(d).as_posix()}", p) for f, d in folders.items()
+              for p in d.rglob("*.py")]
+    assert len(files) > 50, "the scan found too few source files"
+    return sorted(files)
+
+
+def test_library_source_never_imports_the_cli() -> None:
+    """Also the imports inside functions, which importing a module does not run."""
+    offenders = [f"{rel}: {name}" for rel, path in _source_files()
+                 if not (rel.startswith("cli/") or rel.endswith("/cli.py")
+                         or rel == "__main__.py")
+                 for name in sorted(_imported_modules(path))
+                 if name == "edgekit.cli" or name.startswith("edgekit.cli.")]
+    assert not offenders, "library modules import the CLI:\n" + "\n".join(offenders)
+
+
 def test_generic_code_never_imports_a_method() -> None:
     offenders = []
-    for path in sorted(ROOT.rglob("*.py")):
-        rel = path.relative_to(ROOT).as_posix()
+    for rel, path in _source_files():
         if rel.startswith("methods/"):
             continue
+        known = KNOWN_METHOD_IMPORTS.get(rel, set())
         for name in sorted(_imported_modules(path)):
-            known = KNOWN_METHOD_IMPORTS.get(rel, set())
             if name.startswith("edgekit.methods.") and not any(
                     name == k or name.startswith(k + ".") for k in known):
                 offenders.append(f"{rel}: {name}")

@@ -64,5 +64,5 @@ def test_entry_training_is_reproducible_from_its_seed():
     runs = []
     for _ in range(2):
         torch.manual_seed(len(runs) + 100)  # whatever the global RNG held before
-        runs.append(train_entry(get_entry("wifi-petr"), data, epochs=1, progress=False))
+        runs.append(train_entry(get_entry("wifi-petr"), data, epochs=1))
     assert runs[0].value == runs[1].value and runs[0].final_loss == runs[1].final_loss

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from edgekit.checkpoint import save_checkpoint
-from edgekit.cli.common import console, write_json
+from edgekit.cli.common import console, progress_bars, write_json
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.provenance import report_document
@@ -33,7 +33,9 @@ def train(model: str, epochs: int | None, data: str | None, seed: int, output: s
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")
     dataset = load_dataset(entry.task, data)
     console.print(f"training [bold]{model}[/bold] on {dataset!r}")
-    result = run_training(entry, dataset, variant, epochs=epochs, seed=seed)
+    with progress_bars(transient=False) as progress:
+        result = run_training(entry, dataset, variant, epochs=epochs, seed=seed,
+                              progress=progress)
     save_checkpoint(result.model, out, metrics=result.metrics(),
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest, "seed": seed})
     console.print(f"{result.metric} on the test split: [bold]{result.value:.4f}[/bold] "

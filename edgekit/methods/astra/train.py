@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from edgekit.data import Dataset
 from edgekit.methods.astra.partition import run_partitioned
 from edgekit.methods.astra.vit import AstraViT
+from edgekit.progress import Progress
 from edgekit.registry import ModelEntry, TrainSettings
 from edgekit.training import TrainResult, entry_label, evaluate, fit
 
@@ -33,14 +34,14 @@ def _astra_loss(model: AstraViT, x: torch.Tensor, y: torch.Tensor) -> torch.Tens
 
 
 def pretrain(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSettings,
-             seed: int = 0, progress: bool = False, label: str = "pre-training") -> float:
+             seed: int = 0, progress: Progress | None = None, label: str = "pre-training") -> float:
     """Cross-entropy on the unpartitioned ViT; returns the last batch loss."""
     torch.manual_seed(seed)
     return fit(model, dataset, _plain_loss, epochs, settings.lr, settings, seed, progress, label)
 
 
 def finetune(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSettings,
-             seed: int = 0, progress: bool = False, label: str = "ASTRA fine-tuning") -> float:
+             seed: int = 0, progress: Progress | None = None, label: str = "ASTRA fine-tuning") -> float:
     """CE + beta * commitment through the ASTRA forward (NAVQ lambda = config.noise_scale)."""
     torch.manual_seed(seed)
     return fit(model, dataset, _astra_loss, epochs, settings.lr * FINETUNE_LR_RATIO, settings,
@@ -61,7 +62,7 @@ def with_config(model: AstraViT, **overrides: float | int) -> AstraViT:
 
 
 def train_astra(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-                epochs: int | None = None, seed: int = 0, progress: bool = True,
+                epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
                 model: AstraViT | None = None) -> TrainResult:
     """The entry's trainer: ``epochs`` (default the entry's) of pre-training, then
     ``config.finetune_epochs`` of ASTRA fine-tuning (at most ``epochs`` when given)."""

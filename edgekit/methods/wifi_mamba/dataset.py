@@ -21,6 +21,7 @@ from edgekit.methods.wifi_mamba.simulator import PoseData, simulate_dataset
 
 if TYPE_CHECKING:
     from edgekit.data import Dataset
+    from edgekit.progress import Progress
     from edgekit.registry import ModelEntry
     from edgekit.training import TrainResult
 
@@ -66,10 +67,10 @@ def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-                epochs: int | None = None, seed: int = 0, progress: bool = True,
+                epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
                 model: nn.Module | None = None) -> TrainResult:
     """``edgekit.training.train``'s signature: an epoch is one pass worth of windows."""
-    from edgekit.training import ProgressBar, TrainResult, entry_label
+    from edgekit.training import TrainResult, entry_label, loss_steps
     from edgekit.methods.wifi_mamba.train import _windows, train_pose_model
 
     settings = entry.train
@@ -80,9 +81,9 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)
     started = time.perf_counter()
     label = f"training {entry_label(entry, variant)} ({steps} steps)"
-    with ProgressBar(progress, label, steps) as advance:
-        _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
-                                   lr=settings.lr, seed=seed, max_steps=steps, on_step=advance)
+    _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
+                               lr=settings.lr, seed=seed, max_steps=steps,
+                               on_step=loss_steps(progress, label, steps))
     value = evaluate_dataset(model, dataset.x_test, dataset.y_test)
     return TrainResult(model.eval(), entry.task.metric, value, epochs,
                        time.perf_counter() - started, loss)
