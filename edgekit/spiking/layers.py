@@ -21,10 +21,13 @@ from torch import nn
 from edgekit.errors import UsageError
 from edgekit.quiet import quiet
 
-# torch logs one warning per missing Triton when SpikingJelly registers its operators; a CPU
-# machine without Triton is the normal case here, not something to warn about.
+# torch logs one warning per missing Triton when SpikingJelly registers its operators (on a
+# neuron's first step); a CPU machine without Triton is the normal case here, not something to
+# warn about. One step of the LIF neuron below registers them now, silenced.
 with quiet("torch._library.triton", stdout=False, warn=False):
     from spikingjelly.activation_based import functional, layer, neuron, surrogate
+
+    neuron.LIFNode(step_mode="m")(torch.zeros(1, 1))
 
 ACTIVATIONS = ("lif", "relu")
 TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
