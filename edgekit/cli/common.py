@@ -29,18 +29,24 @@ def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
 
 @contextlib.contextmanager
 def progress_bars(*, transient: bool) -> Iterator[Callable[[ProgressUpdate], None]]:
-    """A progress callback for library calls: one rich bar on stderr per label."""
+    """A progress callback for library calls: one rich bar on stderr per label, shown from the
+    first report on (a command that fails before any work prints only its error line)."""
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
                TextColumn("{task.fields[note]}"), TimeElapsedColumn())
-    with Progress(*columns, console=err_console, transient=transient) as bars:
-        tasks: dict[str, TaskID] = {}
+    bars = Progress(*columns, console=err_console, transient=transient)
+    tasks: dict[str, TaskID] = {}
 
-        def show(update: ProgressUpdate) -> None:
-            count = f"{update.done:g}/{update.total:g}" if update.total != 1.0 else ""
-            if update.label not in tasks:
-                tasks[update.label] = bars.add_task(update.label, total=update.total,
-                                                    count=count, note=update.note)
-            bars.update(tasks[update.label], completed=update.done, count=count,
-                        note=update.note)
+    def show(update: ProgressUpdate) -> None:
+        count = f"{update.done:g}/{update.total:g}" if update.total != 1.0 else ""
+        if not tasks:
+            bars.start()
+        if update.label not in tasks:
+            tasks[update.label] = bars.add_task(update.label, total=update.total,
+                                                count=count, note=update.note)
+        bars.update(tasks[update.label], completed=update.done, count=count, note=update.note)
 
+    try:
         yield show
+    finally:
+        if tasks:
+            bars.stop()
