@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from common import markdown_table, write_result
 
+from edgekit.cli.common import progress_bars
 from edgekit.data import load_dataset
 from edgekit.methods.astra import finetune, partitioned_forward, pretrain, with_config
 from edgekit.registry import get_entry
@@ -55,7 +56,8 @@ def main() -> None:
     torch.manual_seed(args.seed)
     plain = entry.build("plain")
     started = time.perf_counter()
-    pretrain(plain, data, args.pretrain_epochs, entry.train, args.seed, progress=True)
+    with progress_bars(transient=False) as progress:
+        pretrain(plain, data, args.pretrain_epochs, entry.train, args.seed, progress=progress)
     pre_s = time.perf_counter() - started
     plain_acc = accuracy(plain, x, y, 1, "single")
     print(f"plain ViT: {100 * plain_acc:.2f} % after {args.pretrain_epochs} epochs ({pre_s:.0f} s)")
@@ -66,8 +68,9 @@ def main() -> None:
         for lam in args.lambdas:
             model = with_config(plain, groups=groups, noise_scale=lam)
             started = time.perf_counter()
-            finetune(model, data, args.finetune_epochs, entry.train, args.seed, progress=True,
-                     label=f"fine-tuning G={groups} lambda={lam:g}")
+            with progress_bars(transient=False) as progress:
+                finetune(model, data, args.finetune_epochs, entry.train, args.seed,
+                         progress=progress, label=f"fine-tuning G={groups} lambda={lam:g}")
             seconds = time.perf_counter() - started
             bits = model.blocks[0].vq.bits_per_token
             astra = {n: accuracy(model, x, y, n, "astra") for n in args.ranks}

@@ -8,6 +8,7 @@ that names the extra, not an ImportError from deep inside a call.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -50,11 +51,17 @@ class LazyModule:
     registering a model never imports its library; building one does, through ``require``.
     """
 
-    def __init__(self, module: str, extra: Extra, feature: str) -> None:
+    def __init__(self, module: str, extra: Extra, feature: str,
+                 prepare: Callable[[ModuleType], None] | None = None) -> None:
         self._args = (module, extra, feature)
+        self._prepare = prepare  # run once, on the first import through this stand-in
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(require(*self._args), name)
+        module = require(*self._args)
+        if self._prepare is not None:
+            prepare, self._prepare = self._prepare, None
+            prepare(module)
+        return getattr(module, name)
 
     def __repr__(self) -> str:
         return f"<lazy module {self._args[0]!r}>"

@@ -5,6 +5,7 @@ import datetime as _dt
 import importlib.metadata
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,17 +26,35 @@ def library_versions() -> dict[str, str]:
     return versions
 
 
-def git_revision() -> str | None:
-    """The edgekit checkout's commit, when edgekit runs from a git checkout."""
-    repo = Path(__file__).resolve().parent.parent
+def _git(cwd: Path, *args: str) -> str | None:
     try:
-        out = subprocess.run(
-            ["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
-            capture_output=True, text=True, timeout=5, check=False,
-        )
+        out = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
+                             timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _declares_edgekit(pyproject: Path) -> bool:
+    """Whether ``pyproject`` is edgekit's own (tomllib is not in Python 3.10, JetPack 6's)."""
+    try:
+        text = pyproject.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    return re.search(r"(?ms)^\[project\][^\[]*?^name\s*=\s*[\"']edgekit[\"']", text) is not None
+
+
+def git_revision() -> str | None:
+    """edgekit's commit when it runs from its own source tree (a checkout with its pyproject.toml
+    at the repository's top); never the commit of a repository around an installed copy (a venv
+    or site-packages inside a user's project), which says nothing about edgekit's code."""
+    source = Path(__file__).resolve().parent.parent
+    if not _declares_edgekit(source / "pyproject.toml"):
+        return None
+    top = _git(source, "rev-parse", "--show-toplevel")
+    if top is None or Path(top).resolve() != source:
+        return None
+    return _git(source, "rev-parse", "--short", "HEAD")
 
 
 def machine() -> dict[str, Any]:

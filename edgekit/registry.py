@@ -68,7 +68,8 @@ class ModelEntry:
     # export and profiling so users measure what they would deploy; outputs must not change.
     deploy: Callable[[nn.Module], nn.Module] | None = None
     # Task-specific training and scoring; None means classification (cross-entropy, accuracy).
-    # trainer(entry, dataset, variant=, epochs=, seed=, progress=, model=) -> TrainResult;
+    # trainer(entry, dataset, variant=, epochs=, seed=, progress=, model=, seconds=)
+    # -> TrainResult (seconds: a time budget or None);
     # evaluator(model, x_test, y_test) -> the task metric.
     trainer: Callable[..., Any] | None = None
     evaluator: Callable[[nn.Module, Any, Any], float] | None = None

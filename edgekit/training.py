@@ -1,9 +1,10 @@
-"""Training and evaluation on an entry's dataset, with a progress bar."""
+"""Training and evaluation on an entry's dataset, reporting progress to the caller's callback."""
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,6 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgekit.data import Dataset
+from edgekit.errors import UsageError
+from edgekit.progress import Progress, ProgressUpdate
 from edgekit.registry import ModelEntry, TrainSettings
 
 
@@ -22,6 +25,7 @@ class TrainResult:
     epochs: int
     seconds: float
     final_loss: float
+    details: dict[str, Any] = field(default_factory=dict)  # the trainer's own extra figures
 
     def metrics(self) -> dict[str, float]:
         return {self.metric: self.value, "train_seconds": round(self.seconds, 2),
@@ -52,31 +56,33 @@ def entry_label(entry: ModelEntry, variant: str | None) -> str:
 
 
 def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
-        settings: TrainSettings, seed: int = 0, progress: bool = True,
-        label: str = "training") -> float:
-    """AdamW + one-cycle over ``epochs`` of shuffled batches; returns the last batch loss and
-    leaves the model in eval mode. ``loss_fn(model, x, y)`` is the task's loss."""
+        settings: TrainSettings, seed: int = 0, progress: Progress | None = None,
+        label: str = "training", seconds: float | None = None) -> tuple[float, int]:
+    """AdamW + one-cycle over ``epochs`` of shuffled batches; returns the last batch loss and the
+    epochs run, and leaves the model in eval mode. ``loss_fn(model, x, y)`` is the task's loss.
+    A time budget of ``seconds`` ends training after the epoch in which it runs out."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
     steps = max(1, epochs * -(-len(dataset.x_train) // settings.batch_size))
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
     x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
     gen = torch.Generator().manual_seed(seed)
-    loss_value = float("nan")
-    with ProgressBar(progress, label, epochs) as advance:
-        for _ in range(epochs):
-            model.train()
-            order = torch.randperm(len(x), generator=gen)
-            for start in range(0, len(x), settings.batch_size):
-                idx = order[start:start + settings.batch_size]
-                loss = loss_fn(model, x[idx], y[idx])
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                sched.step()
-                loss_value = loss.detach().item()
-            advance(loss_value)
+    loss_value, started, done = float("nan"), time.perf_counter(), 0
+    advance = loss_steps(progress, label, epochs)
+    while done < epochs and (seconds is None or time.perf_counter() - started < seconds):
+        model.train()
+        order = torch.randperm(len(x), generator=gen)
+        for start in range(0, len(x), settings.batch_size):
+            idx = order[start:start + settings.batch_size]
+            loss = loss_fn(model, x[idx], y[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            loss_value = loss.detach().item()
+        done += 1
+        advance(loss_value)
     model.eval()
-    return loss_value
+    return loss_value, done
 
 
 def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -84,46 +90,37 @@ def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
 
 
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-          epochs: int | None = None, seed: int = 0, progress: bool = True,
-          model: nn.Module | None = None) -> TrainResult:
-    """Train with the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers."""
+          epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
+          model: nn.Module | None = None, seconds: float | None = None) -> TrainResult:
+    """Train with the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers.
+
+    ``seconds`` is a time budget every trainer honours (for the classifiers here: no epoch starts
+    after it ran out)."""
+    if seconds is not None and not seconds > 0:
+        raise UsageError(f"the time budget must be positive, got {seconds} s")
     if entry.trainer is not None:
         return entry.trainer(entry, dataset, variant=variant, epochs=epochs, seed=seed,
-                             progress=progress, model=model)
+                             progress=progress, model=model, seconds=seconds)
     settings = entry.train
     epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)
     model = model if model is not None else entry.build(variant)
     started = time.perf_counter()
-    loss_value = fit(model, dataset, _cross_entropy, epochs, settings.lr, settings, seed,
-                     progress, f"training {entry_label(entry, variant)}")
+    loss_value, done = fit(model, dataset, _cross_entropy, epochs, settings.lr, settings, seed,
+                           progress, f"training {entry_label(entry, variant)}", seconds=seconds)
     value = evaluate(model, dataset.x_test, dataset.y_test)
-    return TrainResult(model, entry.task.metric, value, epochs,
+    return TrainResult(model, entry.task.metric, value, done,
                        time.perf_counter() - started, loss_value)
 
 
-class ProgressBar:
-    """A rich progress bar over epochs (or nothing, for library callers that ask for quiet)."""
+def loss_steps(progress: Progress | None, label: str, total: int) -> Callable[[float], None]:
+    """A callback that counts one step of ``total`` per call and reports it with its loss."""
+    if progress is None:
+        return lambda loss: None
+    done = [0]
+    progress(ProgressUpdate(label, 0, total))
 
-    def __init__(self, enabled: bool, label: str, total: int) -> None:
-        self.enabled, self.label, self.total = enabled, label, total
-        self._bar = None
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda loss: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        from edgekit.cli.common import err_console
-
-        self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("loss {task.fields[loss]}"), TimeElapsedColumn(),
-                             console=err_console, transient=False)
-        self._bar.__enter__()
-        task = self._bar.add_task(self.label, total=self.total, loss="-")
-        return lambda loss: self._bar.update(task, advance=1, loss=f"{loss:.4f}")
-
-    def __exit__(self, *exc):
-        if self._bar is not None:
-            self._bar.__exit__(*exc)
-        return False
+    def advance(loss: float) -> None:
+        done[0] += 1
+        progress(ProgressUpdate(label, done[0], total, f"loss {loss:.4f}"))
+    return advance

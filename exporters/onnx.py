@@ -8,11 +8,7 @@ passed, so a failed export leaves nothing half-made (and an older good artifact 
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import logging
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +24,7 @@ from edgekit.exporters.validate import ValidationFailed, ValidationReport, compa
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.flops import model_cost
 from edgekit.provenance import provenance
+from edgekit.quiet import quiet
 from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.onnx"
@@ -35,29 +32,35 @@ MIN_OPSET, MAX_OPSET = 13, 23
 DYNAMIC_VALIDATION_BATCHES = (1, 3)
 
 
-def _export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path,
-                  opset: int, dynamic_batch: bool, input_names: list[str],
-                  output_names: list[str], dynamo: bool) -> None:
+def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, *,
+                 opset: int, input_names: list[str], output_names: list[str], dynamo: bool,
+                 dynamic_batch: bool = False, batch_axes: dict[str, int] | None = None) -> str:
+    """Export with torch.onnx, simplify in place with onnxslim and run the full ONNX checker.
+
+    The one way edgekit writes an ONNX graph, so that every graph it judges (an artifact, the
+    spike-agreement probe) has had the same rewrites. ``batch_axes`` names the batch axis of an
+    input or output where it is not 0 (time-major spikes). Returns the simplifier used.
+    """
+    axes = batch_axes or {}
     kwargs: dict[str, Any] = {"input_names": input_names, "output_names": output_names,
                               "opset_version": opset, "dynamo": dynamo, "verbose": False}
     if dynamic_batch and dynamo:
         batch = torch.export.Dim("batch", min=1, max=65536)
-        kwargs["dynamic_shapes"] = tuple({0: batch} for _ in inputs)
+        kwargs["dynamic_shapes"] = tuple({axes.get(n, 0): batch} for n in input_names)
     elif dynamic_batch:
-        kwargs["dynamic_axes"] = {n: {0: "batch"} for n in input_names + output_names}
+        kwargs["dynamic_axes"] = {n: {axes.get(n, 0): "batch"} for n in input_names + output_names}
     if dynamo:
         kwargs["external_data"] = False
     # The exporter logs a warning per missing torchvision op and prints progress; neither
     # concerns the user of a model that uses no torchvision op.
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
-        warnings.simplefilter("ignore")
+    with quiet("torch.onnx._internal.exporter._registration"):
         try:
             torch.onnx.export(model, inputs, str(path), **kwargs)
         except Exception as exc:  # the exporters raise many types; one line is what the user needs
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise CheckFailed(f"torch.onnx.export failed: {first}",
                               hint="run with --debug for the full trace") from exc
+    return _simplify_and_check(path)
 
 
 def _simplify_and_check(path: Path) -> str:
@@ -66,7 +69,7 @@ def _simplify_and_check(path: Path) -> str:
     import onnxslim
 
     model = onnx.load(str(path))
-    with contextlib.redirect_stdout(io.StringIO()):
+    with quiet(warn=False):
         slim = onnxslim.slim(model)
     onnx.save(slim, str(path))
     try:
@@ -140,9 +143,10 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
     with atomic_directory(out_dir) as staging:
         model_path = staging / MODEL_FILE
-        _export_graph(source.model.eval(), inputs, model_path, opset, dynamic_batch,
-                      [task.input_name], list(task.output_names), settings.dynamo)
-        simplifier = _simplify_and_check(model_path)
+        simplifier = export_graph(source.model.eval(), inputs, model_path, opset=opset,
+                                  input_names=[task.input_name],
+                                  output_names=list(task.output_names), dynamo=settings.dynamo,
+                                  dynamic_batch=dynamic_batch)
         batches = DYNAMIC_VALIDATION_BATCHES if dynamic_batch else (batch,)
         report = validate_onnx(model_path, source, batches, atol, rtol)
         if not report.passed:

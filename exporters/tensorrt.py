@@ -226,7 +226,7 @@ class EngineBuildConfig:
             raise UsageError("a shape range names the same input twice")
 
     @classmethod
-    def from_options(cls, precision: str | None = None, workspace: int | None = None,
+    def from_options(cls, *, precision: str | None = None, workspace: int | None = None,
                      dla_core: int | None = None, min_shapes: Iterable[str] = (),
                      opt_shapes: Iterable[str] = (), max_shapes: Iterable[str] = (),
                      calibrator: str | None = None, calib_samples: int | None = None,

@@ -264,7 +264,7 @@ def test_trainer_pretrains_then_finetunes_through_the_vq():
     full = load_dataset(get_entry("astra-vit").task)
     small = Dataset("digits-small", full.x_train[:128], full.y_train[:128], full.x_test[:64],
                     full.y_test[:64], "small")
-    result = train(get_entry("astra-vit"), small, variant="g4", epochs=1, progress=False)
+    result = train(get_entry("astra-vit"), small, variant="g4", epochs=1)
     model = result.model
     assert result.metric == "accuracy" and result.epochs == 2 and math.isfinite(result.final_loss)
     assert not model.training and all(bool(b.vq.seeded) for b in model.blocks)

@@ -53,7 +53,7 @@ def test_npz_not_a_zip(tmp_path):
 
 
 def test_training_reaches_useful_accuracy():
-    result = train(get_entry("mlp"), load_dataset(TASK), epochs=10, progress=False)
+    result = train(get_entry("mlp"), load_dataset(TASK), epochs=10)
     assert result.value > 0.9  # a 10-class problem: chance is 0.1
 
 
@@ -92,6 +92,6 @@ def test_damaged_cached_checkpoint_is_retrained_not_trusted():
     path = cache_path(entry, "small", dataset)  # under the test's own EDGEKIT_HOME
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"not a safetensors file")
-    assert cached_checkpoint(entry, "small", dataset, progress=False) == path
+    assert cached_checkpoint(entry, "small", dataset) == path
     _, ckpt = load_checkpoint(path)
     assert ckpt.model_name == "mlp:small" and ckpt.metrics["accuracy"] > 0.5

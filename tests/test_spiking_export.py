@@ -40,7 +40,7 @@ def digits():
 @pytest.fixture(scope="module")
 def trained_cnn(digits):
     """The NIR-exportable spiking CNN after a short training (it spikes, and it classifies)."""
-    result = train(get_entry("spiking-cnn"), digits, epochs=6, progress=False)
+    result = train(get_entry("spiking-cnn"), digits, epochs=6)
     return ModelSource(result.model, get_entry("spiking-cnn"), None)
 
 
@@ -90,7 +90,7 @@ def test_spikes_agree_for_ssa_attention(digits):
 def test_spikes_agree_trained_full_test_set(digits, name):
     entry = get_entry("spikingresformer")
     variant = name.partition(":")[2] or None
-    model = train(entry, digits, variant, epochs=5, progress=False).model
+    model = train(entry, digits, variant, epochs=5).model
     report = spike_agreement(ModelSource(model, entry, variant), digits.x_test)
     assert report.passed, report.summary()
 

@@ -279,7 +279,7 @@ def test_spikingresformer_trains_on_digits(digits):
     init the first BatchNorm sees tiny activations, so its running variance needs ~70 updates to
     forget its initial 1.0: fewer than 3 epochs train well but evaluate at chance."""
     entry = get_entry("spikingresformer")
-    result = train(entry, digits, epochs=4, progress=False)
+    result = train(entry, digits, epochs=4)
     assert result.value >= 0.8, result.metrics()
 
 

@@ -84,8 +84,9 @@ def test_build_config_validation():
         EngineBuildConfig(precision="int8", calibrator="percentile")
     with pytest.raises(UsageError, match="--calib-samples"):
         EngineBuildConfig(precision="int8", calib_samples=0)
-    config = EngineBuildConfig.from_options("int8", 256, None, ["input:1x1x8x8"],
-                                            ["input:8x1x8x8"], ["input:32x1x8x8"], "minmax")
+    config = EngineBuildConfig.from_options(
+        precision="int8", workspace=256, min_shapes=["input:1x1x8x8"],
+        opt_shapes=["input:8x1x8x8"], max_shapes=["input:32x1x8x8"], calibrator="minmax")
     doc = config.to_dict()
     assert doc["precision"] == "int8" and doc["calibrator"] == "minmax"
     assert doc["shapes"][0]["opt"] == [8, 1, 8, 8]

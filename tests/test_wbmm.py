@@ -258,6 +258,6 @@ def test_digits_model_learns():
     from edgekit.training import train
 
     entry = get_entry("wbmm")
-    result = train(entry, load_dataset(entry.task), epochs=3, progress=False)
+    result = train(entry, load_dataset(entry.task), epochs=3)
     assert result.value > 0.8  # 15 epochs (the entry's default) reach about 0.97
     assert isinstance(result.model, WBMMNet)

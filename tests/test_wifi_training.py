@@ -1,6 +1,11 @@
 """Set loss and the pose training loop on a tiny simulated set."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -64,5 +69,32 @@ def test_entry_training_is_reproducible_from_its_seed():
     runs = []
     for _ in range(2):
         torch.manual_seed(len(runs) + 100)  # whatever the global RNG held before
-        runs.append(train_entry(get_entry("wifi-petr"), data, epochs=1, progress=False))
+        runs.append(train_entry(get_entry("wifi-petr"), data, epochs=1))
     assert runs[0].value == runs[1].value and runs[0].final_loss == runs[1].final_loss
+
+
+def _edgekit(*args: str, cwd) -> "subprocess.CompletedProcess[str]":
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # as single_thread
+    return subprocess.run([sys.executable, "-m", "edgekit", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env, timeout=600)
+
+
+def test_edgekit_train_honours_a_time_budget(tmp_path):
+    """The former ``python -m edgekit.methods.wifi_mamba.train --seconds S --json FILE``."""
+    proc = _edgekit("train", "wifi-mamba", "--seconds", "1", "-o", "m.safetensors",
+                    "--json", "r.json", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert report["kind"] == "train" and report["model"] == "wifi-mamba"
+    details = report["details"]
+    assert details["steps"] >= 1
+    assert set(details["test"]) >= {"1", "2", "3", "all"}
+    assert report["mpjpe_mm"] == details["test"]["all"]["mpjpe_mm"]
+    assert "test_without_memory" in details  # WiFi-Mamba streams with its memory
+    assert (tmp_path / "m.safetensors").is_file()
+
+
+def test_edgekit_train_rejects_a_bad_budget(tmp_path):
+    proc = _edgekit("train", "wifi-mamba", "--seconds", "0", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["edgekit: error: --seconds must be positive, got 0"]

@@ -1,13 +1,17 @@
 """What every CLI command shares: the console, JSON output, name completion in errors."""
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from edgekit.fileio import atomic_write_json
+from edgekit.progress import ProgressUpdate
 
 # Piped output (files, CI logs, the README's examples) gets a wide console instead of 80 columns,
 # so tables are not truncated.
@@ -21,3 +25,28 @@ def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
         return
     atomic_write_json(path, document)
     err_console.print(f"[dim]wrote {path}[/dim]")
+
+
+@contextlib.contextmanager
+def progress_bars(*, transient: bool) -> Iterator[Callable[[ProgressUpdate], None]]:
+    """A progress callback for library calls: one rich bar on stderr per label, shown from the
+    first report on (a command that fails before any work prints only its error line)."""
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.fields[count]}"),
+               TextColumn("{task.fields[note]}"), TimeElapsedColumn())
+    bars = Progress(*columns, console=err_console, transient=transient)
+    tasks: dict[str, TaskID] = {}
+
+    def show(update: ProgressUpdate) -> None:
+        count = f"{update.done:g}/{update.total:g}" if update.total != 1.0 else ""
+        if not tasks:
+            bars.start()
+        if update.label not in tasks:
+            tasks[update.label] = bars.add_task(update.label, total=update.total,
+                                                count=count, note=update.note)
+        bars.update(tasks[update.label], completed=update.done, count=count, note=update.note)
+
+    try:
+        yield show
+    finally:
+        if tasks:
+            bars.stop()

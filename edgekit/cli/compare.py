@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names
-from edgekit.cli.common import console, err_console, write_json
+from edgekit.cli.common import console, err_console, progress_bars, write_json
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
@@ -75,7 +75,8 @@ def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int
     """Compare NAMES (registry entries or ENTRY:VARIANT) on their task metric, latency and energy."""
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy)
-    result = run_compare(list(names), settings, data=data, progress=True)
+    with progress_bars(transient=False) as progress:
+        result = run_compare(list(names), settings, data=data, progress=progress)
     console.print(render_compare(result))
     metric = result["metric"] + ("" if result["higher_is_better"] else " (lower is better)")
     console.print(f"* on the {metric}-latency frontier, † on the {metric}-energy frontier; energy: "

@@ -142,9 +142,12 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         _export_nir(target, atol, rtol, output)
         return
     build = EngineBuildConfig.from_options(
-        values["precision"], values["workspace"], values["dla_core"], values["min_shape"],
-        values["opt_shape"], values["max_shape"], values["calibrator"], values["calib_samples"],
-        values["calib_batch"], values["calib_cache"], values["timing_cache"])
+        precision=values["precision"], workspace=values["workspace"],
+        dla_core=values["dla_core"], min_shapes=values["min_shape"],
+        opt_shapes=values["opt_shape"], max_shapes=values["max_shape"],
+        calibrator=values["calibrator"], calib_samples=values["calib_samples"],
+        calib_batch=values["calib_batch"], calib_cache=values["calib_cache"],
+        timing_cache=values["timing_cache"])
     if fmt == "tensorrt":
         from edgekit.backends import require_cuda_gpu, require_tensorrt
         from edgekit.exporters.tensorrt import check_precision_supported

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names, list_backends
-from edgekit.cli.common import console, write_json
+from edgekit.cli.common import console, progress_bars, write_json
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings, profile as run_profile
 from edgekit.profiler.timing import TimingPlan
@@ -103,6 +103,7 @@ def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, d
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
                                                iterations=iterations), energy=energy,
                                provider=provider, cuda_graph=cuda_graph)
-    report = run_profile(target, settings, progress=True)
+    with progress_bars(transient=True) as progress:
+        report = run_profile(target, settings, progress=progress)
     console.print(render_profile(report))
     write_json(json_path, report_document("profile", report))

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from edgekit.checkpoint import save_checkpoint
-from edgekit.cli.common import console, write_json
+from edgekit.cli.common import console, progress_bars, write_json
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.provenance import report_document
@@ -18,26 +18,33 @@ from edgekit.training import train as run_training
 @click.argument("model")
 @click.option("--epochs", type=int, help="Epochs (default: the entry's).")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@click.option("--seconds", type=float,
+              help="Time budget for training; every model's trainer stops when it runs out.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Checkpoint path (.safetensors); default ./MODEL.safetensors.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the metrics as JSON.")
-def train(model: str, epochs: int | None, data: str | None, seed: int, output: str | None,
-          json_path: str | None) -> None:
+def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
+          output: str | None, json_path: str | None) -> None:
     """Train MODEL (a registry name or NAME:VARIANT) and save a safetensors checkpoint."""
     entry, variant = split_name(model)
     if epochs is not None and epochs < 1:
         raise UsageError(f"--epochs must be at least 1, got {epochs}")
+    if seconds is not None and not seconds > 0:
+        raise UsageError(f"--seconds must be positive, got {seconds:g}")
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")
     dataset = load_dataset(entry.task, data)
     console.print(f"training [bold]{model}[/bold] on {dataset!r}")
-    result = run_training(entry, dataset, variant, epochs=epochs, seed=seed)
+    with progress_bars(transient=False) as progress:
+        result = run_training(entry, dataset, variant, epochs=epochs, seed=seed,
+                              progress=progress, seconds=seconds)
     save_checkpoint(result.model, out, metrics=result.metrics(),
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest, "seed": seed})
     console.print(f"{result.metric} on the test split: [bold]{result.value:.4f}[/bold] "
                   f"({result.epochs} epochs, {result.seconds:.1f} s)")
     console.print(f"checkpoint: {out} (+ {out.with_suffix('.json').name})")
     write_json(json_path, report_document("train", {"model": model, "checkpoint": str(out),
-                                                    "dataset": dataset.name, **result.metrics()}))
+                                                    "dataset": dataset.name, **result.metrics(),
+                                                    "details": result.details}))

@@ -7,6 +7,7 @@ from edgekit.checkpoint import read_checkpoint, save_checkpoint
 from edgekit.data import Dataset
 from edgekit.errors import UsageError
 from edgekit.paths import edgekit_home
+from edgekit.progress import Progress
 from edgekit.registry import ModelEntry, config_digest
 from edgekit.training import train
 
@@ -19,7 +20,7 @@ def cache_path(entry: ModelEntry, variant: str | None, dataset: Dataset) -> Path
 
 
 def cached_checkpoint(entry: ModelEntry, variant: str | None, dataset: Dataset,
-                      progress: bool = True) -> Path:
+                      progress: Progress | None = None) -> Path:
     """Path to a trained checkpoint for this entry/variant/dataset, training one if none exists."""
     path = cache_path(entry, variant, dataset)
     if path.is_file() and _intact(path):

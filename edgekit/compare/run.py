@@ -17,12 +17,13 @@ from edgekit.compare.pareto import pareto_mask
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.profiler.run import ProfileSettings, profile
+from edgekit.progress import Progress
 from edgekit.registry import split_name
 from edgekit.training import evaluate_entry
 
 
 def _row(name: str, settings: ProfileSettings, data: str | Path | None,
-         progress: bool) -> dict[str, Any]:
+         progress: Progress | None) -> dict[str, Any]:
     entry, variant = split_name(name)
     dataset = load_dataset(entry.task, data)
     ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
@@ -50,7 +51,7 @@ def _row(name: str, settings: ProfileSettings, data: str | Path | None,
 
 
 def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
-            data: str | Path | None = None, progress: bool = False) -> dict[str, Any]:
+            data: str | Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Rows for each name (in order) with ``pareto_latency`` / ``pareto_energy`` flags."""
     if not names:
         raise UsageError("compare needs at least one model name")

@@ -7,11 +7,10 @@ statistics per phase beside the end-to-end latency.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from edgekit.profiler.memory import PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
 from edgekit.profiles import DeviceProfile, detect_profile, load_profile
+from edgekit.progress import Progress, ProgressUpdate
 from edgekit.targets import ModelSource, load_model_source
 
 
@@ -233,30 +233,22 @@ class _NoProgress:
         return None
 
 
-@contextlib.contextmanager
-def _progress_bar(enabled: bool, label: str) -> Iterator[Any]:
-    if not enabled:
-        yield _NoProgress()
-        return
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+def _fractions(progress: Progress | None, label: str) -> Callable[[float], None]:
+    """Report the timed phase's elapsed fraction to ``progress``, at most every 1 %."""
+    if progress is None:
+        return _NoProgress()
+    last = [0.0]
+    progress(ProgressUpdate(label, 0.0, 1.0))
 
-    from edgekit.cli.common import err_console
-
-    with Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                  console=err_console, transient=True) as bar:
-        task = bar.add_task(label, total=1.0)
-        last = [0.0]
-
-        def update(fraction: float) -> None:
-            if fraction - last[0] >= 0.01 or fraction >= 1.0:  # keep rendering off the hot path
-                last[0] = fraction
-                bar.update(task, completed=fraction)
-
-        yield update
+    def update(fraction: float) -> None:
+        if fraction - last[0] >= 0.01 or fraction >= 1.0:  # keep reporting off the hot path
+            last[0] = fraction
+            progress(ProgressUpdate(label, fraction, 1.0))
+    return update
 
 
 def profile(target: str, settings: ProfileSettings = ProfileSettings(),
-            progress: bool = False, meter: EnergyMeter | None = None) -> dict[str, Any]:
+            progress: Progress | None = None, meter: EnergyMeter | None = None) -> dict[str, Any]:
     """Profile ``target`` (registry name, checkpoint, artifact folder or .onnx file).
 
     ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own).
@@ -277,31 +269,33 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             first_s = timed_call(prepared.runner, native)
             warm_iters = warm_up(prepared.runner, native, settings.plan)
             prepared.runner.reset_phase_samples()  # the phases of the timed iterations only
-            with _progress_bar(progress, f"profiling {prepared.name} on {settings.backend}") as bar:
-                meter.begin()
-                try:
-                    samples, wall_s = timed_phase(prepared.runner, native, settings.plan, bar)
-                except BaseException:
-                    meter.close()  # stop the sampler; the timing error is the one to report
-                    raise
-                energy = meter.end()
+            bar = _fractions(progress, f"profiling {prepared.name} on {settings.backend}")
+            meter.begin()
+            try:
+                samples, wall_s = timed_phase(prepared.runner, native, settings.plan, bar)
+            except BaseException:
+                meter.close()  # stop the sampler; the timing error is the one to report
+                raise
+            energy = meter.end()
             phases = prepared.runner.phase_samples()
             described = prepared.runner.describe()
         finally:
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    report = _report(prepared, settings, device, threads, described, creation_s, first_s,
-                     warm_iters, samples, wall_s, energy, mem)
+    report = _report(prepared, settings, device=device, threads=threads, backend=described,
+                     creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
+                     samples=samples, timed_s=wall_s, energy=energy, mem=mem)
     if any(phases.values()):
         report["phases_ms"] = {name: latency_stats(values).to_dict()
                                for name, values in phases.items() if values}
     return report
 
 
-def _report(prepared: _Prepared, settings: ProfileSettings, device: DeviceProfile, threads: int,
-            backend: dict[str, Any], creation_s: float, first_s: float, warm_iters: int,
-            samples: list[float], timed_s: float, energy: Any, mem: Any) -> dict[str, Any]:
+def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
+            threads: int, backend: dict[str, Any], creation_s: float, first_s: float,
+            warm_iters: int, samples: list[float], timed_s: float, energy: Any,
+            mem: Any) -> dict[str, Any]:
     stats = latency_stats(samples)
     n = len(samples)
     per_call_s = stats.p50 / 1e3

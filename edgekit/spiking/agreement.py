@@ -20,12 +20,8 @@ agree on at least ``min_agreement`` of all elements and every root sits at a tie
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
-import logging
 import tempfile
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +31,7 @@ import torch
 from torch import nn
 
 from edgekit.errors import UsageError
+from edgekit.exporters.onnx import export_graph
 from edgekit.spiking.layers import MultiStepNet, neuron
 from edgekit.targets import ModelSource
 
@@ -153,22 +150,10 @@ class _Probe(nn.Module):
 def _export(probe: _Probe, example: torch.Tensor, path: Path, opset: int, dynamo: bool) -> None:
     names = ["logits"] + [f"spikes.{i}" for i in range(len(probe.names))] \
         + [f"margin.{i}" for i in range(len(probe.names))]
-    kwargs: dict[str, Any] = {"input_names": ["input"], "output_names": names,
-                              "opset_version": opset, "dynamo": dynamo}
-    if dynamo:
-        kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=65536)},)
-        kwargs["external_data"] = False
-    else:
-        kwargs["dynamic_axes"] = {n: {0: "batch"} for n in ["input", "logits"]} | {
-            n: {1: "batch"} for n in names[1:]}
-    logging.getLogger("torch.onnx._internal.exporter._registration").setLevel(logging.ERROR)
-    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(probe, (example,), str(path), **kwargs)
-        import onnx
-        import onnxslim
-
-        onnx.save(onnxslim.slim(onnx.load(str(path))), str(path))  # as export_onnx does
+    with torch.no_grad():
+        export_graph(probe, (example,), path, opset=opset, input_names=["input"],
+                     output_names=names, dynamo=dynamo, dynamic_batch=True,
+                     batch_axes={n: 1 for n in names[1:]})  # spikes and margins: [T, B, ...]
 
 
 def _roots(disagree: list[np.ndarray]) -> list[np.ndarray]:

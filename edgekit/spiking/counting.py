@@ -22,7 +22,7 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _disable_current_modes
 
-from edgekit.methods.ssa.attention import _Attention, attention_blocks
+from edgekit.spiking.communication import CoreCommunication, communication_blocks
 from edgekit.spiking.layers import neuron
 
 COUNTER_SOURCE = ("spikingjelly.activation_based.op_counter.SimpleEnergyProfiler "
@@ -66,6 +66,8 @@ class AttentionCounts:
     T: int = 0
     N: int = 0
     D: int = 0
+    formula: str = ""  # the block's own formula for values_moved
+    values_moved: int = 0  # per sample, by the block's communication model
     spikes_moved: int = 0  # over all samples: spikes of comm_source x cores each reaches
 
 
@@ -106,10 +108,12 @@ class _Hooks:
             elif isinstance(module, _SYNAPTIC):
                 self._layer(name, module)
                 self.handles.append(module.register_forward_pre_hook(self._on_synapse(name)))
-        for name, block in attention_blocks(model):
-            counts.attention[name] = AttentionCounts(name, block.kind, D=block.D)
+        for name, block in communication_blocks(model):
+            counts.attention[name] = AttentionCounts(name, block.kind, D=block.D,
+                                                     formula=block.communication_formula)
             source = getattr(block, block.comm_source)
-            self.handles.append(block.register_forward_pre_hook(self._on_attention_input(name)))
+            self.handles.append(block.register_forward_pre_hook(
+                self._on_attention_input(name, block)))
             self.handles.append(source.register_forward_hook(self._on_sent(name, block)))
 
     def _layer(self, name: str, module: nn.Module) -> None:
@@ -133,14 +137,16 @@ class _Hooks:
                 layer.input_elements += x.numel()
         return hook
 
-    def _on_attention_input(self, name: str):
+    def _on_attention_input(self, name: str, block: CoreCommunication):
         @_uncounted
         def hook(module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
             T, _, _, H, W = args[0].shape  # [T, B, C, H, W]
-            self.counts.attention[name].T, self.counts.attention[name].N = T, H * W
+            record = self.counts.attention[name]
+            record.T, record.N = T, H * W
+            record.values_moved = block.communication(T, H * W)
         return hook
 
-    def _on_sent(self, name: str, block: _Attention):
+    def _on_sent(self, name: str, block: CoreCommunication):
         @_uncounted
         def hook(module: nn.Module, args: Any, out: torch.Tensor) -> None:
             record = self.counts.attention[name]

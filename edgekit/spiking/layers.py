@@ -13,25 +13,34 @@ model is stateful.
 """
 from __future__ import annotations
 
-import logging
 from abc import ABCMeta, abstractmethod
+from typing import Any
 
 import torch
 from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.optional import SPIKING, LazyModule
+from edgekit.quiet import quiet
 
-# torch logs one warning per missing Triton when SpikingJelly registers its operators; a CPU
-# machine without Triton is the normal case here, not something to warn about.
-logging.getLogger("torch._library.triton").setLevel(logging.ERROR)
+
+def _register_operators_quietly(neuron_module: Any) -> None:
+    """torch logs one warning per missing Triton when SpikingJelly registers its operators (on a
+    neuron's first step); a CPU machine without Triton is the normal case, not something to warn
+    about. One step of a LIF neuron registers them, silenced."""
+    with quiet("torch._library.triton", stdout=False, warn=False):
+        neuron_module.LIFNode(step_mode="m")(torch.zeros(1, 1))
+
 
 # Imported on first use, so registering a spiking model works without SpikingJelly installed and
 # building one fails with a one-line error naming the extra.
 _SJ = "spikingjelly.activation_based"
-functional, layer, neuron, surrogate = (
+functional, layer, surrogate = (
     LazyModule(f"{_SJ}.{name}", SPIKING, "a spiking model")
-    for name in ("functional", "layer", "neuron", "surrogate"))
+    for name in ("functional", "layer", "surrogate"))
+neuron = LazyModule(f"{_SJ}.neuron", SPIKING, "a spiking model",
+                    prepare=_register_operators_quietly)
+
 
 ACTIVATIONS = ("lif", "relu")
 TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0

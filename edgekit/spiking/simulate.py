@@ -17,7 +17,6 @@ from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
-from edgekit.methods.ssa.attention import communication_values
 from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
@@ -159,8 +158,7 @@ def simulate(source: ModelSource,
     for a in counts.attention.values():
         attention.append({
             "name": a.name, "kind": a.kind, "T": a.T, "N": a.N, "D": a.D,
-            "values_moved": communication_values(a.kind, a.T, a.N, a.D),
-            "formula": {"reference": "T·N·(N−1)·D", "ssa": "T·N·D", "ussa": "T·D"}[a.kind],
+            "values_moved": a.values_moved, "formula": a.formula,
             "spikes_moved": a.spikes_moved / n,
         })
     energy = [horowitz_45nm(counts).to_dict(), spikingjelly_simple(counts).to_dict(),

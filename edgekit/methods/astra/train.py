@@ -16,6 +16,7 @@ import torch.nn.functional as F
 from edgekit.data import Dataset
 from edgekit.methods.astra.partition import run_partitioned
 from edgekit.methods.astra.vit import AstraViT
+from edgekit.progress import Progress
 from edgekit.registry import ModelEntry, TrainSettings
 from edgekit.training import TrainResult, entry_label, evaluate, fit
 
@@ -33,18 +34,22 @@ def _astra_loss(model: AstraViT, x: torch.Tensor, y: torch.Tensor) -> torch.Tens
 
 
 def pretrain(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSettings,
-             seed: int = 0, progress: bool = False, label: str = "pre-training") -> float:
-    """Cross-entropy on the unpartitioned ViT; returns the last batch loss."""
+             seed: int = 0, progress: Progress | None = None, label: str = "pre-training",
+             seconds: float | None = None) -> tuple[float, int]:
+    """Cross-entropy on the unpartitioned ViT; returns the last batch loss and the epochs run."""
     torch.manual_seed(seed)
-    return fit(model, dataset, _plain_loss, epochs, settings.lr, settings, seed, progress, label)
+    return fit(model, dataset, _plain_loss, epochs, settings.lr, settings, seed, progress, label,
+               seconds=seconds)
 
 
 def finetune(model: AstraViT, dataset: Dataset, epochs: int, settings: TrainSettings,
-             seed: int = 0, progress: bool = False, label: str = "ASTRA fine-tuning") -> float:
-    """CE + beta * commitment through the ASTRA forward (NAVQ lambda = config.noise_scale)."""
+             seed: int = 0, progress: Progress | None = None, label: str = "ASTRA fine-tuning",
+             seconds: float | None = None) -> tuple[float, int]:
+    """CE + beta * commitment through the ASTRA forward (NAVQ lambda = config.noise_scale);
+    returns the last batch loss and the epochs run."""
     torch.manual_seed(seed)
     return fit(model, dataset, _astra_loss, epochs, settings.lr * FINETUNE_LR_RATIO, settings,
-                seed, progress, label)
+               seed, progress, label, seconds=seconds)
 
 
 def with_config(model: AstraViT, **overrides: float | int) -> AstraViT:
@@ -61,24 +66,26 @@ def with_config(model: AstraViT, **overrides: float | int) -> AstraViT:
 
 
 def train_astra(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-                epochs: int | None = None, seed: int = 0, progress: bool = True,
-                model: AstraViT | None = None) -> TrainResult:
+                epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
+                model: AstraViT | None = None, seconds: float | None = None) -> TrainResult:
     """The entry's trainer: ``epochs`` (default the entry's) of pre-training, then
-    ``config.finetune_epochs`` of ASTRA fine-tuning (at most ``epochs`` when given)."""
+    ``config.finetune_epochs`` of ASTRA fine-tuning (at most ``epochs`` when given), both within
+    the time budget ``seconds`` when given."""
     settings = entry.train
     pre_epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)
     model = model if model is not None else entry.build(variant)
     name = entry_label(entry, variant)
     started = time.perf_counter()
-    loss = pretrain(model, dataset, pre_epochs, settings, seed, progress, f"pre-training {name}")
-    total = pre_epochs
+    loss, total = pretrain(model, dataset, pre_epochs, settings, seed, progress,
+                           f"pre-training {name}", seconds=seconds)
     if model.partitioned:
         ft_epochs = model.config.finetune_epochs
         ft_epochs = ft_epochs if epochs is None else min(epochs, ft_epochs)
-        loss = finetune(model, dataset, ft_epochs, settings, seed, progress,
-                        f"ASTRA fine-tuning {name}")
-        total += ft_epochs
+        left = None if seconds is None else max(0.0, seconds - (time.perf_counter() - started))
+        loss, done = finetune(model, dataset, ft_epochs, settings, seed, progress,
+                              f"ASTRA fine-tuning {name}", seconds=left)
+        total += done
     value = evaluate(model, dataset.x_test, dataset.y_test)
     return TrainResult(model.eval(), entry.task.metric, value, total,
                        time.perf_counter() - started, loss)

@@ -50,6 +50,7 @@ class _Attention(nn.Module, metaclass=ABCMeta):
 
     kind: str
     comm_source: str  # the neuron whose output spikes travel between cores
+    communication_formula: str  # values moved per sample (edgekit.spiking.communication)
     D: int
     act_in: nn.Module
     proj: nn.Module
@@ -73,13 +74,14 @@ class _Attention(nn.Module, metaclass=ABCMeta):
         return 1
 
     def communication(self, T: int, N: int) -> int:
+        """Values moved between cores per sample: the hook edgekit's simulator calls."""
         return communication_values(self.kind, T, N, self.D)
 
 
 class ReferenceAttention(_Attention):
     """The O(N^2 D) spiking self-attention the simplifications are measured against."""
 
-    kind, comm_source = "reference", "act_in"
+    kind, comm_source, communication_formula = "reference", "act_in", "T·N·(N−1)·D"
 
     def __init__(self, dim: int, heads: int = 1, act: str = "lif") -> None:
         super().__init__()
@@ -109,7 +111,7 @@ class ReferenceAttention(_Attention):
 class SSA(_Attention):
     """Simplified Spiking Attention: the Hadamard product of two local spike maps, O(N D)."""
 
-    kind, comm_source = "ssa", "act_a"
+    kind, comm_source, communication_formula = "ssa", "act_a", "T·N·D"
 
     def __init__(self, dim: int, heads: int = 1, act: str = "lif") -> None:
         super().__init__()  # heads: accepted for a common signature; SSA has none
@@ -131,7 +133,7 @@ class SSA(_Attention):
 class USSA(_Attention):
     """Ultra-Simplified Spiking Attention: a global per-channel spike gate on the local V."""
 
-    kind, comm_source = "ussa", "act_q"
+    kind, comm_source, communication_formula = "ussa", "act_q", "T·D"
 
     def __init__(self, dim: int, heads: int = 1, act: str = "lif") -> None:
         super().__init__()

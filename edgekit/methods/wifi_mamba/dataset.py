@@ -23,6 +23,7 @@ from edgekit.methods.wifi_mamba.simulator import PoseData, simulate_dataset
 from edgekit.registry import ModelEntry, TaskSpec
 
 if TYPE_CHECKING:
+    from edgekit.progress import Progress
     from edgekit.training import TrainResult
 
 FRAMES_PER_SEQUENCE = 8
@@ -80,23 +81,53 @@ def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
 
 
 def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
-                epochs: int | None = None, seed: int = 0, progress: bool = True,
-                model: nn.Module | None = None) -> TrainResult:
-    """``edgekit.training.train``'s signature: an epoch is one pass worth of windows."""
-    from edgekit.training import ProgressBar, TrainResult, entry_label
-    from edgekit.methods.wifi_mamba.train import _windows, train_pose_model
+                epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
+                model: nn.Module | None = None, seconds: float | None = None) -> TrainResult:
+    """``edgekit.training.train``'s signature: an epoch is one pass worth of windows. With a
+    time budget ``seconds``, training runs that long on a time-based cosine schedule instead.
+
+    The result's details hold MPJPE per person count and, for a model with memory, the score
+    without it (every frame from a zero state), which isolates what the memory contributes."""
+    from edgekit.methods.wifi_mamba.train import (_streams, _windows, evaluate_pose_model,
+                                                  train_pose_model)
+    from edgekit.training import TrainResult, entry_label, loss_steps
 
     settings = entry.train
     epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)  # the initial weights too, so a run is reproducible from its seed
     model = model if model is not None else entry.build(variant)
     split = to_split(dataset.x_train, dataset.y_train)
-    steps = max(1, epochs * len(_windows(split.sequence, 4)) // settings.batch_size)
+    windows = len(_windows(split.sequence, 4))
+    steps = max(1, epochs * windows // settings.batch_size)
     started = time.perf_counter()
-    label = f"training {entry_label(entry, variant)} ({steps} steps)"
-    with ProgressBar(progress, label, steps) as advance:
-        _, loss = train_pose_model(model, split, seconds=float("inf"), batch=settings.batch_size,
-                                   lr=settings.lr, seed=seed, max_steps=steps, on_step=advance)
-    value = evaluate_dataset(model, dataset.x_test, dataset.y_test)
-    return TrainResult(model.eval(), entry.task.metric, value, epochs,
-                       time.perf_counter() - started, loss)
+    label = f"training {entry_label(entry, variant)}"
+    if seconds is None:
+        on_step = loss_steps(progress, f"{label} ({steps} steps)", steps)
+    else:
+        on_step = _seconds_steps(progress, f"{label} ({seconds:g} s)", seconds)
+    steps, loss = train_pose_model(model, split, seconds=seconds or float("inf"),
+                                   batch=settings.batch_size, lr=settings.lr, seed=seed,
+                                   max_steps=None if seconds else steps, on_step=on_step)
+    test = to_split(dataset.x_test, dataset.y_test)
+    details = {"steps": steps, "test": evaluate_pose_model(model, test)}
+    if _streams(model):
+        details["test_without_memory"] = evaluate_pose_model(model, test, memory=False)
+    if seconds is not None:  # epochs worth of windows that the budget allowed
+        epochs = steps * settings.batch_size // max(1, windows)
+    return TrainResult(model.eval(), entry.task.metric, details["test"]["all"]["mpjpe_mm"],
+                       epochs, time.perf_counter() - started, loss, details)
+
+
+def _seconds_steps(progress: Progress | None, label: str, seconds: float):
+    """An ``on_step(loss)`` callback that reports the elapsed share of a time budget."""
+    if progress is None:
+        return None
+    from edgekit.progress import ProgressUpdate
+
+    started = time.perf_counter()
+    progress(ProgressUpdate(label, 0.0, 1.0))
+
+    def on_step(loss: float) -> None:
+        done = min(1.0, (time.perf_counter() - started) / seconds)
+        progress(ProgressUpdate(label, done, 1.0, f"loss {loss:.4f}"))
+    return on_step

@@ -1,6 +1,6 @@
 """Train and evaluate WiFi pose models on simulated CSI; MPJPE per person count on held-out data.
 
-    python -m edgekit.methods.wifi_mamba.train [--seconds S] [--json FILE]
+    edgekit train wifi-mamba --seconds S --json FILE   (and wifi-petr, the baseline)
 
 Both models see the same frames: windows of consecutive frames from one sequence. WiFi-Mamba runs
 through a window frame by frame carrying its persistent SSM memory (gradients flow through the
@@ -10,11 +10,10 @@ without memory (every frame from a zero state), which isolates what the memory c
 """
 from __future__ import annotations
 
-import argparse
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ from torch import nn
 from edgekit.methods.wifi_mamba.csi import preprocess
 from edgekit.methods.wifi_mamba.loss import set_loss
 from edgekit.methods.wifi_mamba.metrics import evaluate_frames
-from edgekit.methods.wifi_mamba.simulator import PoseData, simulate_dataset
+from edgekit.methods.wifi_mamba.simulator import PoseData
 
 
 @dataclass(frozen=True)
@@ -37,16 +36,6 @@ class PoseSplit:
     @classmethod
     def from_data(cls, data: PoseData) -> PoseSplit:
         return cls(preprocess(data.csi), data.keypoints, data.n_persons, data.sequence)
-
-
-@dataclass
-class PoseTrainResult:
-    name: str
-    params: int
-    steps: int
-    seconds: float
-    final_loss: float
-    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 def _streams(model: nn.Module) -> bool:
@@ -139,73 +128,3 @@ def predict(model: nn.Module, split: PoseSplit, memory: bool = True, batch: int 
 
 def evaluate_pose_model(model: nn.Module, split: PoseSplit, memory: bool = True) -> dict[str, Any]:
     return evaluate_frames(predict(model, split, memory), split.keypoints, split.n_persons)
-
-
-def run(seconds: float = 150.0, train_sequences: int = 300, test_sequences: int = 60,
-        frames: int = 8, seed: int = 0) -> dict[str, Any]:
-    """Simulate, train both CPU-sized models for ``seconds`` each, score on held-out sequences."""
-    from edgekit.registry import create_model
-
-    t0 = time.perf_counter()
-    train = PoseSplit.from_data(simulate_dataset(train_sequences, frames, seed=seed))
-    test = PoseSplit.from_data(simulate_dataset(test_sequences, frames, seed=seed + 10_000))
-    sim_seconds = time.perf_counter() - t0
-    baseline_mean = mean_pose(train).numpy()
-    results: dict[str, Any] = {
-        "data": {"train_frames": len(train.x), "test_frames": len(test.x), "frames_per_sequence": frames,
-                 "simulate_and_preprocess_s": round(sim_seconds, 1), "seed": seed},
-        "mean_pose_baseline": evaluate_frames(np.repeat(baseline_mean[None, None], len(test.x), 0),
-                                              test.keypoints, test.n_persons),
-        "models": {},
-    }
-    for name in ("wifi-mamba", "wifi-petr"):
-        torch.manual_seed(seed)
-        model = create_model(name)
-        started = time.perf_counter()
-        steps, loss = train_pose_model(model, train, seconds=seconds, seed=seed)
-        res = {"params": sum(p.numel() for p in model.parameters()), "steps": steps,
-               "train_seconds": round(time.perf_counter() - started, 1), "final_loss": round(loss, 4),
-               "test": evaluate_pose_model(model, test)}
-        if _streams(model):
-            res["test_without_memory"] = evaluate_pose_model(model, test, memory=False)
-        results["models"][name] = res
-    return results
-
-
-def _table(results: dict[str, Any]) -> str:
-    rows = [("mean pose", "-", results["mean_pose_baseline"])]
-    for name, r in results["models"].items():
-        rows.append((name, f"{r['params']:,}", r["test"]))
-        if "test_without_memory" in r:
-            rows.append((name + " (no memory)", f"{r['params']:,}", r["test_without_memory"]))
-    lines = ["| model | params | MPJPE 1p | 2p | 3p | all | PA-MPJPE all |", "|---|---|---|---|---|---|---|"]
-    for name, params, m in rows:
-        cells = [f"{m[k]['mpjpe_mm']:.1f}" if k in m else "-" for k in ("1", "2", "3", "all")]
-        lines.append(f"| {name} | {params} | " + " | ".join(cells) + f" | {m['all']['pa_mpjpe_mm']:.1f} |")
-    return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=150.0, help="training time per model")
-    parser.add_argument("--train-sequences", type=int, default=300)
-    parser.add_argument("--test-sequences", type=int, default=60)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch threads (1 avoids OpenMP stalls on a shared machine)")
-    parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(args.threads)
-    results = run(args.seconds, args.train_sequences, args.test_sequences, seed=args.seed)
-    print(_table(results))
-    for name, r in results["models"].items():
-        print(f"{name}: {r['steps']} steps in {r['train_seconds']} s, final loss {r['final_loss']}")
-    if args.json:
-        from edgekit.fileio import atomic_write_json
-        from edgekit.provenance import report_document
-        atomic_write_json(args.json, report_document("wifi/train", {**results, "argv": vars(args)}))
-        print(f"wrote {args.json}")
-
-
-if __name__ == "__main__":
-    main()
