@@ -5,7 +5,7 @@ import click
 from rich.table import Table
 
 from edgekit.cli.common import console, write_json
-from edgekit.flops import model_cost
+from edgekit.flops import entry_costs
 from edgekit.provenance import report_document
 from edgekit.registry import list_models
 
@@ -26,17 +26,16 @@ def models(family: str | None, json_path: str | None) -> None:
     for col in ("name", "family", "params", "FLOPs/sample", "task", "description"):
         table.add_column(col, justify="right" if col in ("params", "FLOPs/sample") else "left")
     rows = []
-    for entry in list_models(family):
-        for variant in (None, *entry.variants):
-            model = entry.build(variant)
-            cost = model_cost(model, entry.example_inputs(batch=1))
-            name = entry.name + (f":{variant}" if variant else "")
-            task = f"{entry.task.dataset} / {entry.task.metric}"
-            desc = entry.description if variant is None else f"  variant: {dict(entry.variants[variant])}"
-            table.add_row(name, entry.family, _si(cost.params), _si(cost.flops_per_sample), task, desc)
-            rows.append({"name": name, "family": entry.family, "params": cost.params,
-                         "flops_per_sample": cost.flops_per_sample, "dataset": entry.task.dataset,
-                         "metric": entry.task.metric, "input_shape": list(entry.task.input_shape),
-                         "description": entry.description, "paper": entry.paper})
+    pairs = [(entry, variant) for entry in list_models(family)
+             for variant in (None, *entry.variants)]
+    for (entry, variant), cost in zip(pairs, entry_costs(pairs)):
+        name = entry.name + (f":{variant}" if variant else "")
+        task = f"{entry.task.dataset} / {entry.task.metric}"
+        desc = entry.description if variant is None else f"  variant: {dict(entry.variants[variant])}"
+        table.add_row(name, entry.family, _si(cost.params), _si(cost.flops_per_sample), task, desc)
+        rows.append({"name": name, "family": entry.family, "params": cost.params,
+                     "flops_per_sample": cost.flops_per_sample, "dataset": entry.task.dataset,
+                     "metric": entry.task.metric, "input_shape": list(entry.task.input_shape),
+                     "description": entry.description, "paper": entry.paper})
     console.print(table)
     write_json(json_path, report_document("models", {"models": rows}))
