@@ -154,3 +154,4 @@ def test_nir_export_from_the_cli(tmp_path):
     refused = run("export", "spikingresformer", "--to", "nir", "-o", str(tmp_path / "no"))
     assert_one_line_error(refused, 2, "cannot be exported to NIR")
     assert not (tmp_path / "no").exists()
+

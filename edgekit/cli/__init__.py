@@ -1,9 +1,9 @@
 """The ``edgekit`` command line: a thin layer over the Python API.
 
 Every command lives in its own module, imported only when it runs or help lists it, so a
-command does not pay for the imports of the others. Errors derived from
-``EdgekitError`` become one line on stderr and the error's exit code; a traceback is shown only
-with ``--debug``.
+command does not pay for the imports of the others. Errors derived from ``EdgekitError`` and
+click's usage errors become one line on stderr and the error's exit code; a traceback is shown
+only with ``--debug``.
 """
 from __future__ import annotations
 
@@ -44,6 +44,10 @@ class _Group(click.Group):
             if _DEBUG:
                 traceback.print_exc()
             click.echo(f"edgekit: error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:  # a subcommand's bad option: one line too, exit 2
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+            click.echo(f"edgekit: error: {exc.format_message()}{where}", err=True)
             sys.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("edgekit: interrupted", err=True)

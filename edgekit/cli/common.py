@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.console import Console
 
 from edgekit.fileio import atomic_write_json
@@ -13,6 +14,11 @@ from edgekit.fileio import atomic_write_json
 # so tables are not truncated.
 console = Console() if sys.stdout.isatty() else Console(width=160)
 err_console = Console(stderr=True)
+
+# Option types for bounded numbers: click rejects a value outside with exit code 2 and one line.
+COUNT = click.IntRange(min=1)
+NON_NEGATIVE = click.FloatRange(min=0)
+POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from edgekit.cli.common import console, err_console
+from edgekit.cli.common import COUNT, NON_NEGATIVE, console, err_console
 from edgekit.errors import UsageError
 from edgekit.exporters import (EXPORT_FORMATS, Artifact, EngineBuildConfig, ValidationFailed,
                                export_onnx, is_artifact, load_artifact)
@@ -93,24 +93,24 @@ def _onnx_artifact(target: str, fmt: str, values: dict[str, Any],
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS), default="onnx", show_default=True)
 @click.option("--device", help="Target device profile (recorded in the manifest).")
 @click.option("--opset", type=int, help="ONNX opset (default: the entry's).")
-@click.option("--batch", type=int, help="Fixed batch size of the ONNX model (default 1).")
+@click.option("--batch", type=COUNT, help="Fixed batch size of the ONNX model (default 1).")
 @click.option("--dynamic-batch", is_flag=True, help="Export with a symbolic batch dimension.")
-@click.option("--atol", type=float, help="Absolute tolerance (default: the entry's; wider for "
-                                         "fp16/int8 engines).")
-@click.option("--rtol", type=float, help="Relative tolerance (default: as --atol).")
+@click.option("--atol", type=NON_NEGATIVE,
+              help="Absolute tolerance (default: the entry's; wider for fp16/int8 engines).")
+@click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--precision", type=click.Choice(PRECISIONS),
               help="TensorRT precision (default fp32, with TF32 off).")
-@click.option("--workspace", type=int, help="TensorRT builder workspace limit in MiB.")
-@click.option("--dla-core", type=int, help="Build for this DLA core (Jetson Xavier/Orin), GPU "
-                                           "fallback on.")
+@click.option("--workspace", type=COUNT, help="TensorRT builder workspace limit in MiB.")
+@click.option("--dla-core", type=click.IntRange(min=0),
+              help="Build for this DLA core (Jetson Xavier/Orin), GPU fallback on.")
 @click.option("--min-shape", multiple=True, help="Optimisation profile, trtexec syntax: "
                                                  "NAME:DIMS such as input:1x1x8x8 (repeatable).")
 @click.option("--opt-shape", multiple=True, help="Shape TensorRT tunes for (alone: a fixed shape).")
 @click.option("--max-shape", multiple=True, help="Largest shape the engine accepts.")
 @click.option("--calibrator", type=click.Choice(CALIBRATORS),
               help="INT8 calibrator (default entropy).")
-@click.option("--calib-samples", type=int, help="INT8 calibration samples (default 512).")
-@click.option("--calib-batch", type=int, help="INT8 calibration batch size (default: the model's "
+@click.option("--calib-samples", type=COUNT, help="INT8 calibration samples (default 512).")
+@click.option("--calib-batch", type=COUNT, help="INT8 calibration batch size (default: the model's "
                                               "fixed batch, else 32).")
 @click.option("--calib-data", type=click.Path(dir_okay=False),
               help="Your own .npz (arrays x, y) to calibrate with (default: the entry's dataset, "

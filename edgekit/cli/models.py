@@ -31,7 +31,8 @@ def models(family: str | None, json_path: str | None) -> None:
     for (entry, variant), cost in zip(pairs, entry_costs(pairs)):
         name = entry.name + (f":{variant}" if variant else "")
         task = f"{entry.task.dataset} / {entry.task.metric}"
-        desc = entry.description if variant is None else f"  variant: {dict(entry.variants[variant])}"
+        desc = (entry.description if variant is None
+                else f"  variant: {dict(entry.variants[variant])}")
         table.add_row(name, entry.family, _si(cost.params), _si(cost.flops_per_sample), task, desc)
         rows.append({"name": name, "family": entry.family, "params": cost.params,
                      "flops_per_sample": cost.flops_per_sample, "dataset": entry.task.dataset,
