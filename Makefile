@@ -36,8 +36,9 @@ demo: install
 	$(VENV)/bin/edgekit compare $(DEMO_MODELS) --backend onnxruntime \
 		--plot $(DEMO_DIR)/compare.png --csv $(DEMO_DIR)/compare.csv --json $(DEMO_DIR)/compare.json
 
+# Tests run on every core (pytest-xdist); `-m "not slow"` leaves out the heaviest for quick loops.
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache *.egg-info
