@@ -43,8 +43,9 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check .
 
+# Tests run on every core (pytest-xdist); `-m "not slow"` leaves out the heaviest for quick loops.
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 clean:
 	rm -rf $(VENV) $(DEMO_DIR) .pytest_cache *.egg-info

@@ -1,10 +1,13 @@
 """edgekit: take PyTorch models to edge devices and measure what they cost there.
 
-The Python API mirrors the CLI; names are imported lazily so ``import edgekit`` stays cheap::
+The Python API mirrors the CLI; names are imported lazily so ``import edgekit`` stays cheap.
+``export``, ``validate``, ``profile`` and ``compare`` take what the CLI's TARGET takes: a registry
+name, a ``.safetensors`` checkpoint or an artifact folder::
 
     import edgekit
     model = edgekit.create_model("ds-cnn:wide")
-    report = edgekit.profile("ds-cnn", edgekit.ProfileSettings(backend="onnxruntime"))
+    result = edgekit.export("ds-cnn", "ds-cnn-onnx")
+    report = edgekit.profile("ds-cnn-onnx", edgekit.ProfileSettings(backend="onnxruntime"))
 """
 from __future__ import annotations
 
@@ -21,6 +24,9 @@ _API = {
     "train": "edgekit.training",
     "save_checkpoint": "edgekit.checkpoint",
     "load_checkpoint": "edgekit.checkpoint",
+    "export": "edgekit.exporters.run",
+    "ExportOptions": "edgekit.exporters.run",
+    "validate": "edgekit.exporters.run",
     "export_onnx": "edgekit.exporters",
     "load_artifact": "edgekit.exporters",
     "profile": "edgekit.profiler.run",

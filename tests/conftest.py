@@ -1,6 +1,10 @@
 """Shared fixtures: every test gets its own EDGEKIT_HOME, so nothing touches ~/.cache."""
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 
@@ -24,3 +28,33 @@ def single_thread():
     with threadpool_limits(1):
         yield
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="session")
+def trained_home(tmp_path_factory):
+    """An EDGEKIT_HOME whose compare cache holds mlp:small trained as ``compare`` trains it: once
+    per session (per xdist worker), for the tests that need trained weights."""
+    from edgekit.compare.cache import cached_checkpoint
+    from edgekit.data import load_dataset
+    from edgekit.registry import get_entry
+
+    home = tmp_path_factory.mktemp("trained-home")
+    before = os.environ.get("EDGEKIT_HOME")
+    os.environ["EDGEKIT_HOME"] = str(home)
+    try:
+        entry = get_entry("mlp")
+        cached_checkpoint(entry, "small", load_dataset(entry.task), progress=False)
+    finally:
+        if before is None:
+            del os.environ["EDGEKIT_HOME"]
+        else:
+            os.environ["EDGEKIT_HOME"] = before
+    return home
+
+
+@pytest.fixture
+def trained_mlp(trained_home, edgekit_home) -> Path:
+    """The trained mlp:small checkpoint, copied into this test's EDGEKIT_HOME cache, where
+    ``compare("mlp:small")`` finds it instead of training."""
+    shutil.copytree(trained_home, edgekit_home, dirs_exist_ok=True)
+    return next(edgekit_home.rglob("*.safetensors"))

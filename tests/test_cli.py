@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -128,7 +129,8 @@ def test_models_lists_entries():
 
 
 @pytest.mark.slow
-def test_compare_writes_table_plot_csv_json(tmp_path):
+def test_compare_writes_table_plot_csv_json(tmp_path, trained_home):
+    shutil.copytree(trained_home, tmp_path / "home")  # mlp:small trained once per session
     proc = run("compare", "mlp:small", "ds-cnn:tiny", "--duration", "0.2",
                "--plot", str(tmp_path / "c.png"), "--csv", str(tmp_path / "c.csv"),
                "--json", str(tmp_path / "c.json"), env_home=tmp_path / "home")
@@ -154,3 +156,4 @@ def test_nir_export_from_the_cli(tmp_path):
     refused = run("export", "spikingresformer", "--to", "nir", "-o", str(tmp_path / "no"))
     assert_one_line_error(refused, 2, "cannot be exported to NIR")
     assert not (tmp_path / "no").exists()
+

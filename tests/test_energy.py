@@ -590,7 +590,7 @@ def test_background_thread_samples_and_stops(tmp_path: Path) -> None:
         assert sampler_threads()
         time.sleep(0.2)
     assert window.result is not None and window.result.samples >= 5
-    assert 0.15 < window.result.duration_s < 2.0
+    assert window.result.duration_s > 0.15  # covers the 0.2 s slept inside the window
     assert not sampler_threads()
 
 

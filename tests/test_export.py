@@ -16,7 +16,8 @@ from edgekit.registry import ExportSettings, all_names
 from edgekit.targets import load_model_source
 
 
-@pytest.mark.parametrize("name", all_names())
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "wifi-mamba:full"
+                                  else n for n in all_names()])
 def test_every_model_exports_and_validates(name, tmp_path):
     source = load_model_source(name)
     result = export_onnx(source, tmp_path / "art")

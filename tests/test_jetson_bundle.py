@@ -30,8 +30,9 @@ def parse_command(args: list[str]) -> tuple[str, dict]:
     choices and wrong types raise, exactly as they would for a user."""
     assert args[0] == "edgekit", args
     name = args[1]
-    assert name in cli.commands, f"no command {name}"
-    ctx = cli.commands[name].make_context(f"edgekit {name}", list(args[2:]))
+    command = cli.get_command(None, name)
+    assert command is not None, f"no command {name}"
+    ctx = command.make_context(f"edgekit {name}", list(args[2:]))
     return name, ctx.params
 
 

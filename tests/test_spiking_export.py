@@ -75,6 +75,7 @@ def test_spikes_agree_on_the_digits_test_set(trained_cnn, digits):
     assert "agree on" in report.summary() and json.dumps(report.to_dict())
 
 
+@pytest.mark.slow
 def test_spikes_agree_for_ssa_attention(digits):
     report = spike_agreement(_calibrated("spikingresformer", digits), digits.x_test[:48])
     spikes = sum(layer.spikes_torch for layer in report.layers)

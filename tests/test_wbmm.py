@@ -253,6 +253,7 @@ def test_twin_is_the_same_network_with_a_13x13_depthwise_conv():
     assert not any(isinstance(m, WBMM) for m in twin.modules())
 
 
+@pytest.mark.slow
 def test_digits_model_learns():
     from edgekit.data import load_dataset
     from edgekit.training import train

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -17,6 +18,11 @@ from edgekit.progress import ProgressUpdate
 # so tables are not truncated.
 console = Console() if sys.stdout.isatty() else Console(width=160)
 err_console = Console(stderr=True)
+
+# Option types for bounded numbers: click rejects a value outside with exit code 2 and one line.
+COUNT = click.IntRange(min=1)
+NON_NEGATIVE = click.FloatRange(min=0)
+POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:

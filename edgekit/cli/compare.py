@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names
-from edgekit.cli.common import console, err_console, progress_bars, write_json
+from edgekit.cli.common import COUNT, POSITIVE, console, err_console, progress_bars, write_json
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
@@ -61,9 +61,10 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--backend", type=click.Choice(backend_names()), default="onnxruntime",
               show_default=True)
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
-@click.option("--duration", type=float, default=1.0, show_default=True, help="Timed seconds per model.")
+@click.option("--batch", type=COUNT, default=1, show_default=True)
+@click.option("--threads", type=COUNT, help="Intra-op threads (default: all usable cores).")
+@click.option("--duration", type=POSITIVE, default=1.0, show_default=True,
+              help="Timed seconds per model.")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG plot.")
@@ -72,7 +73,10 @@ def to_csv(result: dict[str, Any]) -> str:
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, data: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None) -> None:
-    """Compare NAMES (registry entries or ENTRY:VARIANT) on their task metric, latency and energy."""
+    """Compare models on their task metric, latency and energy.
+
+    NAMES are registry entries (ENTRY or ENTRY:VARIANT), checkpoints or artifact folders.
+    """
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy)
     with progress_bars(transient=False) as progress:

@@ -172,7 +172,7 @@ def _run_calibration(detected: DeviceProfile) -> dict[str, Any]:
               type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the result as a JSON report to FILE.")
 def devices(show: str | None, run_calibration: bool, json_path: Path | None) -> None:
-    """List the device profiles and mark the one this machine was detected as."""
+    """List device profiles; mark the one detected here."""
     if show is not None:
         load_profile(show)  # an unknown name fails now, not after a calibration
     body: dict[str, Any] = {}

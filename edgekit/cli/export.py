@@ -1,22 +1,17 @@
 """``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine or a Jetson bundle."""
 from __future__ import annotations
 
-import contextlib
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
 
-from edgekit.cli.common import console, err_console
+from edgekit.cli.common import COUNT, NON_NEGATIVE, console, err_console
 from edgekit.errors import UsageError
-from edgekit.exporters import (EXPORT_FORMATS, Artifact, EngineBuildConfig, ValidationFailed,
-                               export_onnx, is_artifact, load_artifact)
-from edgekit.exporters.calibration import CALIBRATORS, samples_for_artifact
+from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
+from edgekit.exporters.calibration import CALIBRATORS
+from edgekit.exporters.run import ExportOptions, export as run_export, is_artifact_folder
 from edgekit.exporters.tensorrt import PRECISIONS
 from edgekit.profiles import load_profile
-from edgekit.targets import load_model_source
 
 _ENGINE_FORMATS = ("tensorrt", "jetson-bundle")
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
@@ -68,24 +63,8 @@ def _print_validation(result_lines: list[str], err: bool = False) -> None:
         (err_console if err else console).print(line, markup=False, highlight=False)
 
 
-@contextlib.contextmanager
-def _onnx_artifact(target: str, fmt: str, values: dict[str, Any],
-                   profile: str | None) -> Iterator[tuple[Artifact, str]]:
-    """The ONNX artifact a TensorRT build or bundle starts from: TARGET itself when it is one,
-    else a validated export into a temporary folder."""
-    if Path(target).is_dir() and is_artifact(target):
-        artifact = load_artifact(target)
-        yield artifact, str(Path(target))
-        return
-    source = load_model_source(target)
-    with tempfile.TemporaryDirectory(prefix="edgekit-onnx-") as tmp:
-        console.print(f"exporting [bold]{source.name}[/bold] to onnx first")
-        batch = values["batch"] or 1
-        # --atol/--rtol are the engine's; the ONNX model is validated at the entry's own tolerance
-        result = export_onnx(source, Path(tmp) / "onnx", opset=values["opset"], batch=batch,
-                             dynamic_batch=values["dynamic_batch"], device=profile)
-        _print_validation(result.validation.lines())
-        yield load_artifact(result.folder), f"exported from {source.name} for this {fmt} export"
+def _echo(line: str) -> None:
+    console.print(line, markup=False, highlight=False)
 
 
 @click.command("export")
@@ -93,24 +72,24 @@ def _onnx_artifact(target: str, fmt: str, values: dict[str, Any],
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS), default="onnx", show_default=True)
 @click.option("--device", help="Target device profile (recorded in the manifest).")
 @click.option("--opset", type=int, help="ONNX opset (default: the entry's).")
-@click.option("--batch", type=int, help="Fixed batch size of the ONNX model (default 1).")
+@click.option("--batch", type=COUNT, help="Fixed batch size of the ONNX model (default 1).")
 @click.option("--dynamic-batch", is_flag=True, help="Export with a symbolic batch dimension.")
-@click.option("--atol", type=float, help="Absolute tolerance (default: the entry's; wider for "
-                                         "fp16/int8 engines).")
-@click.option("--rtol", type=float, help="Relative tolerance (default: as --atol).")
+@click.option("--atol", type=NON_NEGATIVE,
+              help="Absolute tolerance (default: the entry's; wider for fp16/int8 engines).")
+@click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--precision", type=click.Choice(PRECISIONS),
               help="TensorRT precision (default fp32, with TF32 off).")
-@click.option("--workspace", type=int, help="TensorRT builder workspace limit in MiB.")
-@click.option("--dla-core", type=int, help="Build for this DLA core (Jetson Xavier/Orin), GPU "
-                                           "fallback on.")
+@click.option("--workspace", type=COUNT, help="TensorRT builder workspace limit in MiB.")
+@click.option("--dla-core", type=click.IntRange(min=0),
+              help="Build for this DLA core (Jetson Xavier/Orin), GPU fallback on.")
 @click.option("--min-shape", multiple=True, help="Optimisation profile, trtexec syntax: "
                                                  "NAME:DIMS such as input:1x1x8x8 (repeatable).")
 @click.option("--opt-shape", multiple=True, help="Shape TensorRT tunes for (alone: a fixed shape).")
 @click.option("--max-shape", multiple=True, help="Largest shape the engine accepts.")
 @click.option("--calibrator", type=click.Choice(CALIBRATORS),
               help="INT8 calibrator (default entropy).")
-@click.option("--calib-samples", type=int, help="INT8 calibration samples (default 512).")
-@click.option("--calib-batch", type=int, help="INT8 calibration batch size (default: the model's "
+@click.option("--calib-samples", type=COUNT, help="INT8 calibration samples (default 512).")
+@click.option("--calib-batch", type=COUNT, help="INT8 calibration batch size (default: the model's "
                                               "fixed batch, else 32).")
 @click.option("--calib-data", type=click.Path(dir_okay=False),
               help="Your own .npz (arrays x, y) to calibrate with (default: the entry's dataset, "
@@ -132,72 +111,40 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     also be an ONNX artifact folder or a Jetson bundle. TensorRT engines are built on the GPU
     that will run them; elsewhere make a Jetson bundle and build there.
     """
-    target_is_artifact = Path(target).is_dir() and is_artifact(target)
-    _check_options(fmt, target_is_artifact, values)
+    _check_options(fmt, is_artifact_folder(target), values)
     profile = load_profile(device).name if device else None
-    if fmt == "onnx":
-        _export_onnx(target, values, profile, atol, rtol, output)
-        return
-    if fmt == "nir":
-        _export_nir(target, atol, rtol, output)
-        return
-    build = EngineBuildConfig.from_options(
-        precision=values["precision"], workspace=values["workspace"],
-        dla_core=values["dla_core"], min_shapes=values["min_shape"],
-        opt_shapes=values["opt_shape"], max_shapes=values["max_shape"],
-        calibrator=values["calibrator"], calib_samples=values["calib_samples"],
-        calib_batch=values["calib_batch"], calib_cache=values["calib_cache"],
-        timing_cache=values["timing_cache"])
-    if fmt == "tensorrt":
-        from edgekit.backends import require_cuda_gpu, require_tensorrt
-        from edgekit.exporters.tensorrt import check_precision_supported
-
-        trt = require_tensorrt()  # fail at once, before any export work
-        require_cuda_gpu()
-        check_precision_supported(trt.__version__, build.precision)
-    with _onnx_artifact(target, fmt, values, profile) as (artifact, origin):
-        calibration = None
-        if build.precision == "int8":
-            calibration = samples_for_artifact(artifact.folder, artifact.manifest,
-                                               values["calib_data"], build.calib_samples)
-        name = artifact.source_name.replace(":", "-")
-        if fmt == "tensorrt":
-            _export_engine(artifact, origin, build, calibration, profile, atol, rtol,
-                           output or f"{name}-tensorrt-{build.precision}")
-        else:
-            _export_bundle(artifact, build, calibration, values["cuda_graph"],
-                           output or f"{name}-jetson")
-
-
-def _export_nir(target: str, atol: float | None, rtol: float | None, output: str | None) -> None:
-    from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only for NIR
-
-    source = load_model_source(target)
-    out = output or f"{source.name.replace(':', '-')}-nir"
-    console.print(f"exporting [bold]{source.name}[/bold] to nir -> {out}")
+    engine = EngineBuildConfig()
+    if fmt in _ENGINE_FORMATS:
+        engine = EngineBuildConfig.from_options(
+            precision=values["precision"], workspace=values["workspace"],
+            dla_core=values["dla_core"], min_shapes=values["min_shape"],
+            opt_shapes=values["opt_shape"], max_shapes=values["max_shape"],
+            calibrator=values["calibrator"], calib_samples=values["calib_samples"],
+            calib_batch=values["calib_batch"], calib_cache=values["calib_cache"],
+            timing_cache=values["timing_cache"])
+    options = ExportOptions(opset=values["opset"], batch=values["batch"] or 1,
+                            dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
+                            rtol=rtol, engine=engine, calib_data=values["calib_data"],
+                            cuda_graph=values["cuda_graph"])
     try:
-        result = export_nir(source, out, atol=atol, rtol=rtol)
+        result = run_export(target, output, to=fmt, options=options, echo=_echo)
     except ValidationFailed as exc:
         _print_validation(exc.report.lines(), err=True)
         raise
+    if fmt == "jetson-bundle":
+        _show_bundle(result, engine.precision)
+    else:
+        {"onnx": _show_onnx, "nir": _show_nir, "tensorrt": _show_engine}[fmt](result)
+
+
+def _show_nir(result: Any) -> None:
     _print_validation(result.validation.lines())
     console.print(f"read back with nir, imported with SpikingJelly, compared on "
                   f"{result.validation.inputs}")
     console.print(f"artifact: {result.folder}/ ({result.manifest['model_file']}, manifest.json)")
 
 
-def _export_onnx(target: str, values: dict[str, Any], profile: str | None, atol: float | None,
-                 rtol: float | None, output: str | None) -> None:
-    source = load_model_source(target)
-    out = output or f"{source.name.replace(':', '-')}-onnx"
-    console.print(f"exporting [bold]{source.name}[/bold] to onnx -> {out}")
-    try:
-        result = export_onnx(source, out, opset=values["opset"], batch=values["batch"] or 1,
-                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
-                             rtol=rtol)
-    except ValidationFailed as exc:
-        _print_validation(exc.report.lines(), err=True)
-        raise
+def _show_onnx(result: Any) -> None:
     m = result.manifest
     _print_validation(result.validation.lines())
     console.print(f"validated against PyTorch on {result.validation.inputs}")
@@ -207,20 +154,7 @@ def _export_onnx(target: str, values: dict[str, Any], profile: str | None, atol:
     console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
 
 
-def _export_engine(artifact: Artifact, origin: str, build: EngineBuildConfig, calibration: Any,
-                   profile: str | None, atol: float | None, rtol: float | None, out: str) -> None:
-    from edgekit.exporters import export_tensorrt
-
-    console.print(f"building a TensorRT {build.precision} engine of "
-                  f"[bold]{artifact.source_name}[/bold] -> {out}")
-    if calibration is not None:
-        console.print(f"calibrating with {calibration.count} samples from {calibration.origin}")
-    try:
-        result = export_tensorrt(artifact, out, build, calibration=calibration, atol=atol,
-                                 rtol=rtol, device=profile, onnx_origin=origin)
-    except ValidationFailed as exc:
-        _print_validation(exc.report.lines(), err=True)
-        raise
+def _show_engine(result: Any) -> None:
     m = result.manifest
     trt, built = m["tensorrt"], m["built_on"]
     if result.validation is not None:
@@ -235,13 +169,8 @@ def _export_engine(artifact: Artifact, origin: str, build: EngineBuildConfig, ca
     console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
 
 
-def _export_bundle(artifact: Artifact, build: EngineBuildConfig, calibration: Any,
-                   cuda_graph: bool, out: str) -> None:
-    from edgekit.exporters import write_jetson_bundle
-
-    result = write_jetson_bundle(artifact, out, build, calibration=calibration,
-                                 cuda_graph=cuda_graph)
-    console.print(f"Jetson bundle for {build.precision}: {result.folder}/ "
+def _show_bundle(result: Any, precision: str) -> None:
+    console.print(f"Jetson bundle for {precision}: {result.folder}/ "
                   f"({', '.join(result.manifest['files'])}, manifest.json)")
     console.print("copy it to the Jetson and run, inside it:", highlight=False)
     for command in result.commands["edgekit"]:

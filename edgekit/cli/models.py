@@ -6,7 +6,7 @@ from rich.table import Table
 
 from edgekit.cli.common import console, write_json
 from edgekit.errors import MissingDependencyError
-from edgekit.flops import ModelCost, model_cost
+from edgekit.flops import entry_costs
 from edgekit.provenance import report_document
 from edgekit.registry import list_models
 
@@ -27,24 +27,22 @@ def models(family: str | None, json_path: str | None) -> None:
     for col in ("name", "family", "params", "FLOPs/sample", "task", "description"):
         table.add_column(col, justify="right" if col in ("params", "FLOPs/sample") else "left")
     rows = []
-    for entry in list_models(family):
-        for variant in (None, *entry.variants):
-            try:  # an entry whose optional library is absent is listed, not built
-                cost: ModelCost | None = model_cost(entry.build(variant),
-                                                    entry.example_inputs(batch=1))
-                note = ""
-            except MissingDependencyError as exc:
-                cost, note = None, f" (not built here: {exc.message})"
-            name = entry.name + (f":{variant}" if variant else "")
-            task = f"{entry.task.dataset} / {entry.task.metric}"
-            desc = entry.description if variant is None else f"  variant: {dict(entry.variants[variant])}"
-            table.add_row(name, entry.family, _si(cost.params) if cost else "-",
-                          _si(cost.flops_per_sample) if cost else "-", task, desc + note)
-            rows.append({"name": name, "family": entry.family,
-                         "params": cost.params if cost else None,
-                         "flops_per_sample": cost.flops_per_sample if cost else None,
-                         "dataset": entry.task.dataset,
-                         "metric": entry.task.metric, "input_shape": list(entry.task.input_shape),
-                         "description": entry.description, "paper": entry.paper})
+    pairs = [(entry, variant) for entry in list_models(family)
+             for variant in (None, *entry.variants)]
+    for (entry, variant), cost in zip(pairs, entry_costs(pairs), strict=True):
+        name = entry.name + (f":{variant}" if variant else "")
+        task = f"{entry.task.dataset} / {entry.task.metric}"
+        desc = (entry.description if variant is None
+                else f"  variant: {dict(entry.variants[variant])}")
+        if isinstance(cost, MissingDependencyError):  # listed, not built: its library is absent
+            desc, cost = f"{desc} (not built here: {cost.message})", None
+        table.add_row(name, entry.family, _si(cost.params) if cost else "-",
+                      _si(cost.flops_per_sample) if cost else "-", task, desc)
+        rows.append({"name": name, "family": entry.family,
+                     "params": cost.params if cost else None,
+                     "flops_per_sample": cost.flops_per_sample if cost else None,
+                     "dataset": entry.task.dataset,
+                     "metric": entry.task.metric, "input_shape": list(entry.task.input_shape),
+                     "description": entry.description, "paper": entry.paper})
     console.print(table)
     write_json(json_path, report_document("models", {"models": rows}))

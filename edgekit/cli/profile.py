@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names, list_backends
-from edgekit.cli.common import console, progress_bars, write_json
+from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, progress_bars, write_json
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings, profile as run_profile
 from edgekit.profiler.timing import TimingPlan
@@ -86,19 +86,24 @@ def render_profile(report: dict[str, Any]) -> Table:
 @click.option("--cuda-graph", is_flag=True,
               help="TensorRT: replay the engine from a captured CUDA graph (trtexec --useCudaGraph).")
 @click.option("--device", help="Device profile (default: the detected one).")
-@click.option("--batch", type=int, default=1, show_default=True)
-@click.option("--threads", type=int, help="Intra-op threads (default: all usable cores).")
-@click.option("--warmup", type=float, default=0.2, show_default=True, help="Warm-up seconds.")
-@click.option("--duration", type=float, default=3.0, show_default=True, help="Timed seconds.")
-@click.option("--iterations", type=int, help="A fixed number of timed iterations (overrides --duration).")
+@click.option("--batch", type=COUNT, default=1, show_default=True)
+@click.option("--threads", type=COUNT, help="Intra-op threads (default: all usable cores).")
+@click.option("--warmup", type=NON_NEGATIVE, default=0.2, show_default=True,
+              help="Warm-up seconds.")
+@click.option("--duration", type=POSITIVE, default=3.0, show_default=True, help="Timed seconds.")
+@click.option("--iterations", type=COUNT,
+              help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,
             iterations: int | None, energy: str, json_path: str | None) -> None:
-    """Profile TARGET: a registry name, a checkpoint, an artifact folder (ONNX or TensorRT
-    engine) or an .onnx file."""
+    """Measure latency, throughput, memory and energy of TARGET.
+
+    TARGET is a registry name, a checkpoint, an artifact folder (ONNX or TensorRT engine) or an
+    .onnx file.
+    """
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
                                                iterations=iterations), energy=energy,

@@ -8,7 +8,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import console, err_console, write_json
+from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
 from edgekit.provenance import report_document
 from edgekit.spiking.simulate import (SimulateSettings, load_spiking_source,
                                       simulate as run_simulation)
@@ -79,15 +79,16 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
 @click.argument("model")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),
               help="Trained weights for MODEL (.safetensors from 'edgekit train').")
-@click.option("--samples", type=int, default=100, show_default=True,
+@click.option("--samples", type=COUNT, default=100, show_default=True,
               help="Test-split samples to run.")
-@click.option("-T", "--timesteps", type=int, help="Time steps (default: the model's own).")
+@click.option("-T", "--timesteps", type=COUNT, help="Time steps (default: the model's own).")
 @click.option("--device", help="Device profile the profiler runs on (default: the detected one).")
 @click.option("--chip", default="loihi", show_default=True,
               help="Neuromorphic device profile whose cost table prices the events.")
-@click.option("--duration", type=float, default=1.0, show_default=True,
+@click.option("--duration", type=POSITIVE, default=1.0, show_default=True,
               help="Timed seconds of the profiler run.")
-@click.option("--threads", type=int, help="Profiler intra-op threads (default: all usable cores).")
+@click.option("--threads", type=COUNT,
+              help="Profiler intra-op threads (default: all usable cores).")
 @click.option("--no-profile", is_flag=True, help="Skip the profiler's energy on --device.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
@@ -98,9 +99,12 @@ def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | 
              device: str | None, chip: str, duration: float, threads: int | None,
              no_profile: bool, data: str | None,
              plot_path: str | None, json_path: str | None) -> None:
-    """Run the spiking net MODEL on real inputs: firing rates, MACs, ACs, SOPs, inter-core
-    communication, and energy under the 45 nm and neuromorphic cost models beside the
-    profiler's energy for the same inference on --device."""
+    """Simulate a spiking net: firing rates, operations, energy.
+
+    Runs MODEL on real inputs: firing rates, MACs, ACs, SOPs, inter-core communication, and
+    energy under the 45 nm and neuromorphic cost models beside the profiler's energy for the same
+    inference on --device.
+    """
     settings = SimulateSettings(samples=samples, timesteps=timesteps, chip=chip, device=device,
                                 profile_device=not no_profile, duration_s=duration,
                                 threads=threads, data=data)

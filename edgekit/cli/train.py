@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from edgekit.checkpoint import save_checkpoint
-from edgekit.cli.common import console, progress_bars, write_json
+from edgekit.cli.common import COUNT, POSITIVE, console, progress_bars, write_json
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.provenance import report_document
@@ -16,9 +16,9 @@ from edgekit.training import train as run_training
 
 @click.command("train")
 @click.argument("model")
-@click.option("--epochs", type=int, help="Epochs (default: the entry's).")
+@click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
-@click.option("--seconds", type=float,
+@click.option("--seconds", type=POSITIVE,
               help="Time budget for training; every model's trainer stops when it runs out.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
@@ -26,12 +26,11 @@ from edgekit.training import train as run_training
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the metrics as JSON.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
           output: str | None, json_path: str | None) -> None:
-    """Train MODEL (a registry name or NAME:VARIANT) and save a safetensors checkpoint."""
+    """Train MODEL and save a safetensors checkpoint.
+
+    MODEL is a registry name or NAME:VARIANT.
+    """
     entry, variant = split_name(model)
-    if epochs is not None and epochs < 1:
-        raise UsageError(f"--epochs must be at least 1, got {epochs}")
-    if seconds is not None and not seconds > 0:
-        raise UsageError(f"--seconds must be positive, got {seconds:g}")
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")

@@ -4,9 +4,10 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from edgekit.cli.common import console, err_console, write_json
+from edgekit.cli.common import NON_NEGATIVE, console, err_console, write_json
 from edgekit.exporters import ValidationFailed, ValidationReport
-from edgekit.exporters.reference import AGAINST, validate_artifact
+from edgekit.exporters.reference import AGAINST
+from edgekit.exporters.run import validate as run_validate
 from edgekit.provenance import report_document
 
 
@@ -28,19 +29,25 @@ def render_statistics(report: ValidationReport) -> Table:
 
 
 @click.command("validate")
-@click.argument("artifact", type=click.Path(file_okay=False))
+@click.argument("target")
 @click.option("--against", type=click.Choice(AGAINST), default="reference", show_default=True,
               help="reference: the saved PyTorch FP32 outputs; torch: PyTorch run now on the "
                    "source checkpoint; onnxruntime: an engine's own ONNX model.")
-@click.option("--atol", type=float, help="Absolute tolerance (default: the export's; at least "
-                                         "1e-2 for fp16 and 1e-1 for int8 engines).")
-@click.option("--rtol", type=float, help="Relative tolerance (default: as --atol).")
+@click.option("--atol", type=NON_NEGATIVE,
+              help="Absolute tolerance (default: the export's; at least 1e-2 for fp16 and 1e-1 "
+                   "for int8 engines).")
+@click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
-def validate(artifact: str, against: str, atol: float | None, rtol: float | None,
+def validate(target: str, against: str, atol: float | None, rtol: float | None,
              json_path: str | None) -> None:
-    """Run ARTIFACT (ONNX artifact, TensorRT engine or Jetson bundle) on its saved reference
-    input and compare its outputs, Polygraphy-style; exits 1 beyond tolerance."""
-    art, report, why = validate_artifact(artifact, against, atol, rtol)
+    """Check an export against PyTorch, output by output.
+
+    TARGET is an artifact folder (ONNX artifact, TensorRT engine or Jetson bundle), run on its
+    saved reference input and compared output by output, Polygraphy-style; a registry name or a
+    checkpoint is first exported to ONNX in a temporary folder. Exits 1 beyond tolerance.
+    """
+    checked = run_validate(target, against, atol, rtol)
+    art, report, why = checked.artifact, checked.report, checked.tolerance_basis
     precision = (art.manifest.get("tensorrt") or {}).get("precision", "fp32")
     first = report.outputs[0] if report.outputs else None
     console.print(f"validating {art.folder} ({art.format}, {precision}) against {report.against} "

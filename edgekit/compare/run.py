@@ -1,7 +1,9 @@
 """Compare models: their task metric (accuracy, MPJPE) on their dataset beside the profiler's efficiency figures.
 
-Each NAME is trained once per config and dataset (a cached checkpoint), evaluated on the test
-split, then profiled with the same settings; rows on the accuracy-latency and accuracy-energy
+Each NAME is what the CLI's TARGET is: a registry name, trained once per config and dataset (a
+cached checkpoint); a checkpoint, used as it is; or an artifact folder, scored with the
+checkpoint it was exported from and profiled itself. Each is evaluated on the test split, then
+profiled with the same settings; rows on the accuracy-latency and accuracy-energy
 Pareto frontiers are marked.
 """
 from __future__ import annotations
@@ -11,25 +13,44 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from edgekit.checkpoint import load_checkpoint
+from edgekit.checkpoint import load_checkpoint, read_checkpoint
 from edgekit.compare.cache import cached_checkpoint
 from edgekit.compare.pareto import pareto_mask
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.progress import Progress
-from edgekit.registry import split_name
+from edgekit.registry import ModelEntry, split_name
+from edgekit.targets import looks_like_path
 from edgekit.training import evaluate_entry
+
+
+def _resolve(name: str) -> tuple[ModelEntry, str | None, Path | None]:
+    """The entry, variant and trained checkpoint (None: train one) that ``name`` stands for."""
+    if not looks_like_path(name):
+        return (*split_name(name), None)
+    if Path(name).is_dir():
+        from edgekit.exporters import load_artifact
+
+        source = load_artifact(name).manifest["source"]
+        if "checkpoint" not in source:
+            raise UsageError(f"{name} was exported from untrained weights, which have no score",
+                             hint="export a checkpoint written by 'edgekit train'")
+        name = source["checkpoint"]
+    ckpt = read_checkpoint(name)
+    return ckpt.entry, ckpt.variant, ckpt.path
 
 
 def _row(name: str, settings: ProfileSettings, data: str | Path | None,
          progress: Progress | None) -> dict[str, Any]:
-    entry, variant = split_name(name)
+    entry, variant, ckpt_path = _resolve(name)
     dataset = load_dataset(entry.task, data)
-    ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
+    if ckpt_path is None:
+        ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
     model, _ = load_checkpoint(ckpt_path)
     score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
-    report = profile(str(ckpt_path), settings, progress=progress)
+    target = name if Path(name).is_dir() else str(ckpt_path)
+    report = profile(target, settings, progress=progress)
     energy = report["energy"]
     return {
         "name": name,
@@ -52,12 +73,13 @@ def _row(name: str, settings: ProfileSettings, data: str | Path | None,
 
 def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
             data: str | Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Rows for each name (in order) with ``pareto_latency`` / ``pareto_energy`` flags."""
+    """Rows for each name, checkpoint or artifact folder (in order) with ``pareto_latency`` /
+    ``pareto_energy`` flags."""
     if not names:
         raise UsageError("compare needs at least one model name")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
-    tasks = {name: split_name(name)[0].task for name in names}  # bad names fail before training
+    tasks = {name: _resolve(name)[0].task for name in names}  # bad names fail before training
     metrics = {(t.dataset, t.metric) for t in tasks.values()}
     if len(metrics) > 1:
         listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())

@@ -18,7 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgekit.cli.common import console, err_console, write_json
+from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
 from edgekit.errors import UsageError
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import POLICIES
@@ -44,8 +44,6 @@ def _progress(description: str):  # noqa: ANN202 - yields rich's Progress
 
 def _storage(storage_profile: str | None, bandwidth: float | None) -> tuple[float | None, str]:
     if bandwidth is not None:
-        if bandwidth <= 0:
-            raise UsageError(f"--bandwidth must be positive, got {bandwidth}")
         return bandwidth * 1e9, f"--bandwidth {bandwidth:g} GB/s"
     if storage_profile is None:
         return None, ""
@@ -62,8 +60,6 @@ def _settings(store: Store, mode: str, memory_budget: str, workers: int | None, 
               storage_profile: str | None, bandwidth: float | None, direct: bool,
               full_ratio: float | None, threads: int | None, prefetch: bool) -> EngineSettings:
     if threads is not None:
-        if threads < 1:
-            raise UsageError(f"--threads must be at least 1, got {threads}")
         torch.set_num_threads(threads)
     cap, source = _storage(storage_profile, bandwidth)
     return EngineSettings(mode=mode, memory_budget=parse_size(memory_budget,
@@ -82,23 +78,23 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
         click.option("--memory-budget", default="25%", show_default=True,
                      help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
                           "bf16 bytes like 25%."),
-        click.option("--workers", type=int,
+        click.option("--workers", type=click.IntRange(min=0),
                      help="ZipMoE decode worker threads (L); 0 decodes on the compute thread. "
                           "Default: the cores left after the compute threads and the I/O "
                           "thread, 0 to 4."),
         click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
                      show_default=True, help="ZipMoE eviction policy."),
-        click.option("--full-ratio", type=float,
+        click.option("--full-ratio", type=click.FloatRange(0, 1),
                      help="Fix the full-pool share of the budget instead of planning it."),
         click.option("--prefetch/--no-prefetch", default=True, show_default=True,
                      help="ZipMoE: start reading the next layer's predicted experts early."),
         click.option("--storage-profile",
                      help="Cap storage reads at this device profile's storage bandwidth "
                           "(e.g. jetson-agx-orin-64gb)."),
-        click.option("--bandwidth", type=float, help="Cap storage reads at this many GB/s."),
+        click.option("--bandwidth", type=POSITIVE, help="Cap storage reads at this many GB/s."),
         click.option("--direct/--no-direct", default=True, show_default=True,
                      help="O_DIRECT reads where the file system allows."),
-        click.option("--threads", type=int, default=1, show_default=True,
+        click.option("--threads", type=COUNT, default=1, show_default=True,
                      help="torch intra-op threads for compute (decode workers use the rest)."),
     ]
     for option in reversed(options):
@@ -112,7 +108,10 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
 @click.option("--size", type=click.Choice(SIZES), default="tiny", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
 def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
-    """Write a tiny random MoE checkpoint (config.json + bf16 safetensors, real HF names)."""
+    """Write a tiny random MoE checkpoint in Hugging Face layout.
+
+    The folder holds config.json and bf16 safetensors with real Hugging Face tensor names.
+    """
     from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
     from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 
@@ -133,9 +132,9 @@ def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
 @click.option("--codec", "codec_name", type=click.Choice(codec.CODECS),
               default=codec.DEFAULT_CODEC, show_default=True)
 @click.option("--level", type=int, help="Compression level (default: zstd 16, lz4 9).")
-@click.option("--chunks", type=int, default=codec.DEFAULT_CHUNKS, show_default=True,
+@click.option("--chunks", type=COUNT, default=codec.DEFAULT_CHUNKS, show_default=True,
               help="Exponent chunks per tensor (K).")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--workers", type=COUNT, default=2, show_default=True)
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record a routing trace (calibration text) for the planner.")
 def compress(checkpoint: str, output: str, codec_name: str, level: int | None, chunks: int,
@@ -208,7 +207,7 @@ def verify(store_path: str) -> None:
 @moe.command("serve")
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 @click.option("--prompt", required=True, help="Text to continue (byte-level tokens).")
-@click.option("--max-new-tokens", type=int, default=32, show_default=True)
+@click.option("--max-new-tokens", type=COUNT, default=32, show_default=True)
 @click.option("--mode", type=click.Choice(MODES), default="zipmoe", show_default=True)
 @_engine_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
@@ -217,7 +216,7 @@ def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_b
           workers: int | None, policy: str, full_ratio: float | None, prefetch: bool,
           storage_profile: str | None, bandwidth: float | None, direct: bool, threads: int,
           json_path: str | None) -> None:
-    """Generate tokens from STORE under a memory budget for the experts."""
+    """Generate tokens from STORE under an expert memory budget."""
     store = Store(store_path)
     settings = _settings(store, mode, memory_budget, workers, policy, storage_profile, bandwidth,
                          direct, full_ratio, threads, prefetch)
@@ -270,7 +269,7 @@ def render_bench(report: dict[str, Any]) -> Table:
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 @click.option("--prompt", "prompts", multiple=True,
               help="A prompt (repeatable; default: three built-in prompts).")
-@click.option("--max-new-tokens", type=int, default=16, show_default=True)
+@click.option("--max-new-tokens", type=COUNT, default=16, show_default=True)
 @click.option("--modes", default=",".join(MODES), show_default=True,
               help="Comma-separated modes to run.")
 @_engine_options
@@ -280,7 +279,10 @@ def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int
                   memory_budget: str, workers: int | None, policy: str, full_ratio: float | None,
                   prefetch: bool, storage_profile: str | None, bandwidth: float | None,
                   direct: bool, threads: int, json_path: str | None) -> None:
-    """ZipMoE against naive offload and all-in-memory: TTFT, TPOT, tokens/s, hits, bytes."""
+    """Benchmark ZipMoE against naive offload and all-in-memory.
+
+    Reports TTFT, TPOT, tokens/s, cache hits and bytes read for the same prompts.
+    """
     store = Store(store_path)
     settings = _settings(store, "zipmoe", memory_budget, workers, policy, storage_profile,
                          bandwidth, direct, full_ratio, threads, prefetch)

@@ -1,0 +1,149 @@
+"""``edgekit.export`` and ``edgekit.validate``: the CLI's export and validate as functions.
+
+Both take what the CLI's TARGET takes: a registry name (untrained weights), a ``.safetensors``
+checkpoint or an artifact folder, so a script and a shell session do the same thing. Progress
+lines reach the caller through ``echo`` (the CLI prints them); nothing here prints.
+"""
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edgekit.errors import UnknownNameError
+from edgekit.exporters import EXPORT_FORMATS
+from edgekit.exporters.artifact import Artifact, is_artifact, load_artifact
+from edgekit.exporters.onnx import export_onnx
+from edgekit.exporters.reference import validate_artifact
+from edgekit.exporters.tensorrt import EngineBuildConfig
+from edgekit.exporters.validate import ValidationReport
+from edgekit.targets import load_model_source
+
+Echo = Callable[[str], None]
+
+
+def _silent(line: str) -> None:
+    """The default ``echo``: a library call is quiet unless asked."""
+
+
+@dataclass(frozen=True)
+class ExportOptions:
+    """How to export; ``None`` means the entry's own setting."""
+
+    opset: int | None = None
+    batch: int = 1  # fixed batch of the ONNX model
+    dynamic_batch: bool = False  # a symbolic batch dimension instead
+    device: str | None = None  # device profile name, recorded in the manifest
+    atol: float | None = None  # of the export's own validation
+    rtol: float | None = None
+    engine: EngineBuildConfig = field(default_factory=EngineBuildConfig)  # tensorrt, bundle
+    calib_data: str | Path | None = None  # int8: an .npz (x, y) to calibrate with
+    cuda_graph: bool = False  # bundle: profile with CUDA graphs in its README's commands
+
+
+def is_artifact_folder(target: str | Path) -> bool:
+    return Path(target).is_dir() and is_artifact(target)
+
+
+def _stem(name: str) -> str:
+    return name.replace(":", "-")
+
+
+@contextlib.contextmanager
+def _onnx_artifact(target: str, fmt: str, options: ExportOptions,
+                   echo: Echo) -> Iterator[tuple[Artifact, str]]:
+    """The ONNX artifact an engine or bundle starts from: TARGET itself when it is one, else a
+    validated export into a temporary folder (at the entry's own tolerance)."""
+    if is_artifact_folder(target):
+        yield load_artifact(target), str(Path(target))
+        return
+    source = load_model_source(target)
+    with tempfile.TemporaryDirectory(prefix="edgekit-onnx-") as tmp:
+        echo(f"exporting {source.name} to onnx first")
+        result = export_onnx(source, Path(tmp) / "onnx", opset=options.opset,
+                             batch=options.batch, dynamic_batch=options.dynamic_batch,
+                             device=options.device)
+        for line in result.validation.lines():
+            echo(line)
+        yield load_artifact(result.folder), f"exported from {source.name} for this {fmt} export"
+
+
+def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
+           options: ExportOptions = ExportOptions(), echo: Echo = _silent) -> Any:
+    """Export ``target`` to ``output`` (default ``./NAME-FORMAT``) and validate it.
+
+    ``to`` is onnx or nir (from a name or checkpoint), tensorrt or jetson-bundle (also from an
+    ONNX artifact folder). Returns the exporter's result (folder, manifest, validation); raises
+    ``ValidationFailed`` beyond tolerance and leaves no half-made folder.
+    """
+    if to not in EXPORT_FORMATS:
+        raise UnknownNameError("export format", to, EXPORT_FORMATS)
+    if to in ("onnx", "nir"):
+        source = load_model_source(target)
+        out = output or f"{_stem(source.name)}-{to}"
+        echo(f"exporting {source.name} to {to} -> {out}")
+        if to == "nir":
+            from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only here
+
+            return export_nir(source, out, atol=options.atol, rtol=options.rtol)
+        return export_onnx(source, out, opset=options.opset, batch=options.batch,
+                           dynamic_batch=options.dynamic_batch, device=options.device,
+                           atol=options.atol, rtol=options.rtol)
+    build = options.engine
+    if to == "tensorrt":
+        from edgekit.backends import require_cuda_gpu, require_tensorrt
+        from edgekit.exporters.tensorrt import check_precision_supported
+
+        trt = require_tensorrt()  # fail at once, before any export work
+        require_cuda_gpu()
+        check_precision_supported(trt.__version__, build.precision)
+    with _onnx_artifact(target, to, options, echo) as (artifact, origin):
+        calibration = None
+        if build.precision == "int8":
+            from edgekit.exporters.calibration import samples_for_artifact
+
+            calibration = samples_for_artifact(artifact.folder, artifact.manifest,
+                                               options.calib_data, build.calib_samples)
+            echo(f"calibrating with {calibration.count} samples from {calibration.origin}")
+        name = _stem(artifact.source_name)
+        if to == "tensorrt":
+            from edgekit.exporters.tensorrt import export_tensorrt
+
+            out = output or f"{name}-tensorrt-{build.precision}"
+            echo(f"building a TensorRT {build.precision} engine of {artifact.source_name} "
+                 f"-> {out}")
+            return export_tensorrt(artifact, out, build, calibration=calibration,
+                                   atol=options.atol, rtol=options.rtol, device=options.device,
+                                   onnx_origin=origin)
+        from edgekit.exporters.jetson_bundle import write_jetson_bundle
+
+        return write_jetson_bundle(artifact, output or f"{name}-jetson", build,
+                                   calibration=calibration, cuda_graph=options.cuda_graph)
+
+
+@dataclass(frozen=True)
+class Validation:
+    """An artifact's outputs compared with a reference; ``report.passed`` is the verdict."""
+
+    artifact: Artifact
+    report: ValidationReport
+    tolerance_basis: str  # why these tolerances: the export's, the precision's, or "given"
+
+
+def validate(target: str, against: str = "reference", atol: float | None = None,
+             rtol: float | None = None) -> Validation:
+    """Run an artifact on its saved reference input and compare its outputs with ``against``.
+
+    A registry name or checkpoint is first exported to ONNX in a temporary folder (gone when
+    this returns), so the answer is whether that model exports faithfully. Beyond tolerance
+    this returns a failed report; it does not raise.
+    """
+    if Path(target).is_dir():
+        return Validation(*validate_artifact(target, against, atol, rtol))
+    source = load_model_source(target)
+    with tempfile.TemporaryDirectory(prefix="edgekit-validate-") as tmp:
+        result = export_onnx(source, Path(tmp) / f"{_stem(source.name)}-onnx")
+        return Validation(*validate_artifact(result.folder, against, atol, rtol))
