@@ -43,7 +43,7 @@ def trained_home(tmp_path_factory):
     os.environ["EDGEKIT_HOME"] = str(home)
     try:
         entry = get_entry("mlp")
-        cached_checkpoint(entry, "small", load_dataset(entry.task), progress=False)
+        cached_checkpoint(entry, "small", load_dataset(entry.task))
     finally:
         if before is None:
             del os.environ["EDGEKIT_HOME"]
