@@ -29,7 +29,8 @@ from common import export_module, markdown_table, median, run_rounds, write_resu
 from torch import nn
 
 from edgekit.backends import make_session
-from edgekit.kernels.wbmm import WBMM, flops as wbmm_flops
+from edgekit.kernels.wbmm import WBMM
+from edgekit.kernels.wbmm import flops as wbmm_flops
 
 SHAPES = [(128, 56, 1), (128, 56, 8), (256, 28, 1), (256, 28, 8)]  # (channels, H = W, batch)
 QUICK_SHAPES = [(128, 56, 1), (256, 28, 8)]

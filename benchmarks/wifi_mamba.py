@@ -28,7 +28,7 @@ MODELS = ["wifi-mamba", "wifi-petr"]
 
 
 def exponent(lengths: list[int], ms: list[float], min_len: int = 0) -> float:
-    pts = [(l, m) for l, m in zip(lengths, ms) if l >= min_len]
+    pts = [(l, m) for l, m in zip(lengths, ms, strict=False) if l >= min_len]
     slope, _ = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
     return float(slope)
 

@@ -35,8 +35,15 @@ from safetensors.torch import load_file
 
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.compress import compress_checkpoint
-from edgekit.methods.zipmoe.engine import (DEFAULT_PROMPTS, Engine, EngineSettings, compare_logits,
-                                 default_workers, parse_size, prefetch_summary)
+from edgekit.methods.zipmoe.engine import (
+    DEFAULT_PROMPTS,
+    Engine,
+    EngineSettings,
+    compare_logits,
+    default_workers,
+    parse_size,
+    prefetch_summary,
+)
 from edgekit.methods.zipmoe.store import Store
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 from edgekit.profiles import load_profile
@@ -100,7 +107,7 @@ def decode_throughput(weights, encoded, rounds: int) -> list[dict]:
             key = f"{label}|{threads}"
             t0 = time.perf_counter()
             if setting is None:
-                for a, b in zip(src, dst):
+                for a, b in zip(src, dst, strict=False):
                     np.copyto(b, a)
             else:
                 for e in encoded[setting]:

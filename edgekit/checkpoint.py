@@ -15,7 +15,7 @@ from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_bytes, atomic_write_json, read_json_object
-from edgekit.registry import ModelEntry, split_name, VARIANT_SEPARATOR
+from edgekit.registry import VARIANT_SEPARATOR, ModelEntry, split_name
 
 SIDECAR_FORMAT = "edgekit-checkpoint/1"
 

@@ -5,8 +5,13 @@ from edgekit.exporters.calibration import CalibrationBatcher, CalibrationSamples
 from edgekit.exporters.jetson_bundle import BundleResult, write_jetson_bundle
 from edgekit.exporters.onnx import ExportResult, export_onnx
 from edgekit.exporters.reference import Reference, load_reference, validate_artifact
-from edgekit.exporters.tensorrt import (EngineBuildConfig, EngineExportResult, ShapeRange,
-                                        export_tensorrt, trtexec_build_args)
+from edgekit.exporters.tensorrt import (
+                                        EngineBuildConfig,
+                                        EngineExportResult,
+                                        ShapeRange,
+                                        export_tensorrt,
+                                        trtexec_build_args,
+)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 
 EXPORT_FORMATS = ("onnx", "tensorrt", "jetson-bundle", "nir")

@@ -21,13 +21,24 @@ from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.exporters.artifact import MANIFEST, Artifact, file_record
-from edgekit.exporters.calibration import (CALIBRATION_CACHE_FILE, CALIBRATION_FILE,
-                                           CalibrationSamples, read_calibration_cache,
-                                           save_samples)
+from edgekit.exporters.calibration import (
+    CALIBRATION_CACHE_FILE,
+    CALIBRATION_FILE,
+    CalibrationSamples,
+    read_calibration_cache,
+    save_samples,
+)
 from edgekit.exporters.reference import REFERENCE_FILE
-from edgekit.exporters.tensorrt import (ENGINE_FILE, EngineBuildConfig, ShapeRange, is_dynamic,
-                                        render_command, resolve_profile, trtexec_build_args,
-                                        trtexec_run_args)
+from edgekit.exporters.tensorrt import (
+    ENGINE_FILE,
+    EngineBuildConfig,
+    ShapeRange,
+    is_dynamic,
+    render_command,
+    resolve_profile,
+    trtexec_build_args,
+    trtexec_run_args,
+)
 from edgekit.fileio import atomic_directory, atomic_write_json, atomic_write_text
 
 README = "README.md"

@@ -27,13 +27,18 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult, file_record,
-                                        task_record)
+from edgekit.exporters.artifact import (
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    ExportResult,
+    file_record,
+    task_record,
+)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.optional import SPIKING, require
-from edgekit.spiking.layers import MultiStepNet, functional, layer, neuron
 from edgekit.provenance import provenance
+from edgekit.spiking.layers import MultiStepNet, functional, layer, neuron
 from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.nir"

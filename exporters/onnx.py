@@ -16,10 +16,19 @@ import numpy as np
 import torch
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import (MANIFEST, MANIFEST_SCHEMA, ExportResult, file_record,
-                                        task_record)
-from edgekit.exporters.reference import (REFERENCE_FILE, make_reference, reference_record,
-                                         save_reference)
+from edgekit.exporters.artifact import (
+    MANIFEST,
+    MANIFEST_SCHEMA,
+    ExportResult,
+    file_record,
+    task_record,
+)
+from edgekit.exporters.reference import (
+    REFERENCE_FILE,
+    make_reference,
+    reference_record,
+    save_reference,
+)
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.flops import model_cost
@@ -108,18 +117,18 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
     with OnnxRuntimeRunner(path, threads=1) as runner, torch.inference_mode():
         for b in batches:
             inputs = source.entry.example_inputs(batch=b, seed=b)
-            feed = {n: t.numpy() for n, t in zip(input_names, inputs)}
+            feed = {n: t.numpy() for n, t in zip(input_names, inputs, strict=False)}
             ort_out = runner.infer(feed)
             torch_out = source.model(*inputs)
             torch_out = torch_out if isinstance(torch_out, (tuple, list)) else (torch_out,)
-            for name, ref in zip(task.output_names, torch_out):
+            for name, ref in zip(task.output_names, torch_out, strict=False):
                 reference.setdefault(name, []).append(ref.numpy())
                 actual.setdefault(name, []).append(ort_out[name])
     flat_a = {n: np.concatenate([a.ravel() for a in v]) for n, v in actual.items()}
     flat_r = {n: np.concatenate([r.ravel() for r in v]) for n, v in reference.items()}
-    shapes_ok = all(a.shape == r.shape for n in actual for a, r in zip(actual[n], reference[n]))
+    shapes_ok = all(a.shape == r.shape for n in actual for a, r in zip(actual[n], reference[n], strict=False))
     if not shapes_ok:
-        first = next(n for n in actual if any(a.shape != r.shape for a, r in zip(actual[n], reference[n])))
+        first = next(n for n in actual if any(a.shape != r.shape for a, r in zip(actual[n], reference[n], strict=False)))
         raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
     return compare_outputs(flat_a, flat_r, atol, rtol, against="torch",
                            inputs=f"entry example inputs, batch {', '.join(map(str, batches))}")

@@ -76,7 +76,7 @@ def torch_outputs(source: ModelSource, inputs: dict[str, np.ndarray]) -> dict[st
     with torch.inference_mode():
         out = source.model.eval()(*tensors)
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    return {name: o.detach().float().cpu().numpy() for name, o in zip(task.output_names, outs)}
+    return {name: o.detach().float().cpu().numpy() for name, o in zip(task.output_names, outs, strict=False)}
 
 
 def make_reference(source: ModelSource, batch: int) -> Reference:

@@ -26,13 +26,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.backends.tensorrt_backend import (require_cuda_gpu, require_tensorrt,
-                                               tensorrt_version_tuple)
+from edgekit.backends.tensorrt_backend import (
+    require_cuda_gpu,
+    require_tensorrt,
+    tensorrt_version_tuple,
+)
 from edgekit.errors import CheckFailed, UnknownNameError, UsageError
 from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, Artifact, file_record
-from edgekit.exporters.calibration import (CALIBRATION_CACHE_FILE, CALIBRATORS, DEFAULT_BATCH,
-                                           DEFAULT_SAMPLES, CalibrationBatcher, CalibrationSamples,
-                                           default_cache_path, make_trt_calibrator)
+from edgekit.exporters.calibration import (
+    CALIBRATION_CACHE_FILE,
+    CALIBRATORS,
+    DEFAULT_BATCH,
+    DEFAULT_SAMPLES,
+    CalibrationBatcher,
+    CalibrationSamples,
+    default_cache_path,
+    make_trt_calibrator,
+)
 from edgekit.exporters.reference import REFERENCE_FILE, default_tolerance, load_reference
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_bytes, atomic_write_json
@@ -104,7 +114,7 @@ class ShapeRange:
             raise UsageError(f"input '{self.name}': --min-shape, --opt-shape and --max-shape "
                              f"have different numbers of dimensions "
                              f"({_fmt_dims(self.min)}, {_fmt_dims(self.opt)}, {_fmt_dims(self.max)})")
-        if not all(lo <= mid <= hi for lo, mid, hi in zip(self.min, self.opt, self.max)):
+        if not all(lo <= mid <= hi for lo, mid, hi in zip(self.min, self.opt, self.max, strict=False)):
             raise UsageError(f"input '{self.name}': need min <= opt <= max in every dimension, got "
                              f"{_fmt_dims(self.min)}, {_fmt_dims(self.opt)}, {_fmt_dims(self.max)}")
 
@@ -118,7 +128,7 @@ class ShapeRange:
 
     def contains(self, shape: Sequence[int]) -> bool:
         return len(shape) == len(self.min) and all(
-            lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max))
+            lo <= d <= hi for lo, d, hi in zip(self.min, shape, self.max, strict=False))
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "min": list(self.min), "opt": list(self.opt),
@@ -231,7 +241,7 @@ class EngineBuildConfig:
                      opt_shapes: Iterable[str] = (), max_shapes: Iterable[str] = (),
                      calibrator: str | None = None, calib_samples: int | None = None,
                      calib_batch: int | None = None, calib_cache: str | Path | None = None,
-                     timing_cache: str | Path | None = None) -> "EngineBuildConfig":
+                     timing_cache: str | Path | None = None) -> EngineBuildConfig:
         """From CLI-style values (strings for shapes; None for "not given")."""
         return cls(precision=precision or "fp32", workspace_mib=workspace, dla_core=dla_core,
                    shapes=shape_ranges(min_shapes, opt_shapes, max_shapes),
@@ -302,7 +312,7 @@ def calibration_shapes(ranges: Sequence[ShapeRange], inputs: Sequence[dict[str, 
                              hint=f"it has {', '.join(samples.arrays)}")
         sample = tuple(samples.arrays[inp["name"]].shape[1:])
         dims = list(inp["shape"])[1:]
-        if len(sample) != len(dims) or any(not _dynamic(d) and d != s for d, s in zip(dims, sample)):
+        if len(sample) != len(dims) or any(not _dynamic(d) and d != s for d, s in zip(dims, sample, strict=False)):
             raise UsageError(f"calibration samples of '{inp['name']}' have shape "
                              f"{_fmt_dims(sample)}; the model takes {_fmt_dims(inp['shape'])}")
         shapes[inp["name"]] = (batch, *sample)

@@ -65,7 +65,7 @@ def centre_offset(window: int | Sequence[int]) -> int:
     return (wh - 1) * (2 * ww - 1) + (ww - 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _index(wh: int, ww: int) -> torch.Tensor:
     cpu = torch.device("cpu")  # explicit: the cache must not hold a meta or GPU tensor
     h = torch.arange(wh, device=cpu).repeat_interleave(ww)  # [d] row of each position (raster)
@@ -273,7 +273,7 @@ class WBMM(nn.Module):
 
     @torch.no_grad()
     def to_deploy(self, form: str = "compact", scale: torch.Tensor | None = None,
-                  shift: torch.Tensor | None = None) -> "WBMM":
+                  shift: torch.Tensor | None = None) -> WBMM:
         """A new operator in deploy form ``form`` computing ``op(x) * scale + shift`` (a
         following BatchNorm folded in, per channel) from this one in eval mode."""
         if form not in DEPLOY_FORMS:

@@ -6,8 +6,14 @@ ones.
 """
 from edgekit.profiles.calibrate import calibrate, generic_profile_for
 from edgekit.profiles.detect import detect_profile
-from edgekit.profiles.loader import (list_profiles, load_profile, profile_names, profile_source,
-                                     profile_to_dict, user_profile_dir)
+from edgekit.profiles.loader import (
+                                     list_profiles,
+                                     load_profile,
+                                     profile_names,
+                                     profile_source,
+                                     profile_to_dict,
+                                     user_profile_dir,
+)
 from edgekit.profiles.schema import DeviceProfile, PowerMode, PowerSensor
 
 __all__ = [

@@ -12,9 +12,16 @@ import torch
 
 from edgekit.data import Dataset, load_dataset
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.methods.astra import (AstraBlock, AstraViT, GroupedVQ, PAPER_PARAMS,
-                                  build_paper_model, partitioned_forward, token_shards,
-                                  with_config)
+from edgekit.methods.astra import (
+    PAPER_PARAMS,
+    AstraBlock,
+    AstraViT,
+    GroupedVQ,
+    build_paper_model,
+    partitioned_forward,
+    token_shards,
+    with_config,
+)
 from edgekit.registry import create_model, get_entry
 from edgekit.training import train
 
@@ -180,7 +187,7 @@ def _codebooks_holding_exact_tokens(model: AstraViT, images: torch.Tensor) -> No
         partitioned_forward(model, images, 1, "single")
     for h in hooks:
         h.remove()
-    for block, x in zip(model.blocks, inputs):
+    for block, x in zip(model.blocks, inputs, strict=False):
         vq = block.vq
         tokens = x.reshape(-1, vq.groups, vq.group_dim).transpose(0, 1)  # [G, B*T, d]
         vq.codebook.fill_(1e4)
@@ -213,7 +220,7 @@ def test_token_shards_are_contiguous_and_balanced():
     for tokens, n in [(16, 2), (16, 3), (1024, 4), (10, 10), (7, 1)]:
         shards = token_shards(tokens, n)
         assert len(shards) == n and shards[0].start == 0 and shards[-1].stop == tokens
-        assert all(a.stop == b.start for a, b in zip(shards, shards[1:]))
+        assert all(a.stop == b.start for a, b in zip(shards, shards[1:], strict=False))
         sizes = [s.stop - s.start for s in shards]
         assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
 
@@ -307,7 +314,7 @@ def test_with_config_keeps_the_weights_and_starts_fresh_codebooks(digits_model, 
     assert g4.config.groups == 4 and g4.config.noise_scale == 0.0
     assert g4.edgekit_cfg["config"]["groups"] == 4
     assert not bool(g4.blocks[0].vq.seeded) and g4.blocks[0].vq.codebook.shape == (4, 1024, 16)
-    for (name, p), q in zip(digits_model.named_parameters(), g4.parameters()):
+    for (name, p), q in zip(digits_model.named_parameters(), g4.parameters(), strict=False):
         assert torch.equal(p, q), name
     with torch.no_grad():
         torch.testing.assert_close(partitioned_forward(g4, images, 2, "sp"),

@@ -16,20 +16,30 @@ import pytest
 import torch
 from click.testing import CliRunner
 
+from edgekit.cli import cli
+from edgekit.errors import UsageError
+from edgekit.methods.astra import GroupedVQ, partitioned_forward
 from edgekit.methods.astra.runtime.bitpack import pack, packed_bytes, unpack
 from edgekit.methods.astra.runtime.block_parallel import BlockParallelViT
-from edgekit.methods.astra.runtime.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
+from edgekit.methods.astra.runtime.calibrate import measure_compute
+from edgekit.methods.astra.runtime.collectives import (
+    all_gather_steps,
+    all_reduce_steps,
+    all_to_all_steps,
+)
 from edgekit.methods.astra.runtime.encode import CodeSearch
 from edgekit.methods.astra.runtime.group import join
-from edgekit.methods.astra.runtime.calibrate import measure_compute
-from edgekit.methods.astra.runtime.latency_model import Workload, compute_at, flops_per_rank, messages, predict
+from edgekit.methods.astra.runtime.latency_model import (
+    Workload,
+    compute_at,
+    flops_per_rank,
+    messages,
+    predict,
+)
 from edgekit.methods.astra.runtime.launch import RankFailed, free_port, launch
 from edgekit.methods.astra.runtime.link import LinkSpec, message_time, parse_bandwidth, wire_bytes
 from edgekit.methods.astra.runtime.models import build_model, example_images
 from edgekit.methods.astra.runtime.spec import RunSpec
-from edgekit.cli import cli
-from edgekit.errors import UsageError
-from edgekit.methods.astra import GroupedVQ, partitioned_forward
 
 MULTI = ("sp", "tp", "bp-allgather", "bp-sp", "astra")
 

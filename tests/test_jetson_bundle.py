@@ -15,8 +15,14 @@ from click.testing import CliRunner
 
 from edgekit.cli import cli
 from edgekit.errors import UsageError
-from edgekit.exporters import (EngineBuildConfig, export_onnx, load_artifact, load_reference,
-                               validate_artifact, write_jetson_bundle)
+from edgekit.exporters import (
+    EngineBuildConfig,
+    export_onnx,
+    load_artifact,
+    load_reference,
+    validate_artifact,
+    write_jetson_bundle,
+)
 from edgekit.exporters.calibration import samples_for_artifact, samples_from_dataset
 from edgekit.registry import get_entry
 from edgekit.targets import load_model_source

@@ -94,7 +94,7 @@ def test_poisson_binomial_against_enumeration():
     probs = [0.1, 0.7, 0.35, 0.9, 0.5]
     brute = np.zeros(len(probs) + 1)
     for s in _subsets(len(probs)):
-        brute[sum(s)] += math.prod(p if x else 1 - p for p, x in zip(probs, s))
+        brute[sum(s)] += math.prod(p if x else 1 - p for p, x in zip(probs, s, strict=False))
     assert np.allclose(planner.poisson_binomial(probs), brute)
 
 
@@ -105,7 +105,7 @@ def test_hit_distribution_against_enumeration():
     for s in _subsets(len(probs)):
         if sum(s) != k:
             continue
-        weight = math.prod(p if x else 1 - p for p, x in zip(probs, s))
+        weight = math.prod(p if x else 1 - p for p, x in zip(probs, s, strict=False))
         brute[sum(s[:n_full]), sum(s[n_full:n_full + n_sm])] += weight
     brute /= brute.sum()
     assert np.allclose(planner.hit_distribution(probs, n_full, n_sm, k), brute)
@@ -119,7 +119,7 @@ def test_conditional_poisson_weights_reach_the_target_inclusion():
     inclusion = np.zeros(len(pi))
     for s in _subsets(len(pi)):
         if sum(s) == 2:
-            w = math.prod(p if x else 1 - p for p, x in zip(probs, s))
+            w = math.prod(p if x else 1 - p for p, x in zip(probs, s, strict=False))
             inclusion += w * np.array(s)
     assert np.allclose(inclusion / inclusion.sum() * 2, pi, atol=1e-8)
 
@@ -318,7 +318,7 @@ def test_zero_budget_and_policies_still_exact(stores):
         with Engine(store, EngineSettings(memory_budget=budget, policy=policy)) as engine:
             runs.append(engine.generate("abc", 4).logits)
     for other in runs[1:]:
-        assert all(torch.equal(a, b) for a, b in zip(runs[0], other))
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], other, strict=False))
 
 
 def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
@@ -334,8 +334,8 @@ def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
             logits = [engine.generate(p, 6).logits for p in ("Hello there", "MoE")]
             results[prefetch] = (logits, engine.metrics()["experts"])
     (on_logits, on), (off_logits, off) = results[True], results[False]
-    assert all(torch.equal(a, b) for run_on, run_off in zip(on_logits, off_logits)
-               for a, b in zip(run_on, run_off))
+    assert all(torch.equal(a, b) for run_on, run_off in zip(on_logits, off_logits, strict=False)
+               for a, b in zip(run_on, run_off, strict=False))
     for key in ("full_hits", "sm_hits", "misses"):
         assert on[key] == off[key]
     assert off["prefetched"] == off["prefetch_wasted"] == 0
@@ -358,7 +358,7 @@ def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores
         with Engine(store, EngineSettings(mode="memory")) as reference:
             expected = dict(reference.experts.fetch(1, {1: 1, 5: 2}))
         for e in got:
-            assert all(torch.equal(a, b) for a, b in zip(got[e], expected[e]))
+            assert all(torch.equal(a, b) for a, b in zip(got[e], expected[e], strict=False))
         stats = experts.stats
         assert (stats.prefetched, stats.prefetch_wasted) == (1, 2) and not experts.prefetched
         experts.prefetch(0, {3: 1})

@@ -7,12 +7,12 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from dataclasses import replace
-from pathlib import Path
 
 from edgekit.backends import list_backends
 from edgekit.data import get_dataset, list_datasets, load_dataset
@@ -21,8 +21,13 @@ from edgekit.errors import MissingDependencyError, ProfileError, SensorError, Us
 from edgekit.precisions import TENSORRT, get_precision, list_precisions
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
-from edgekit.profiles import (list_profiles, load_profile, profile_names, profile_source,
-                              user_profile_dir)
+from edgekit.profiles import (
+    list_profiles,
+    load_profile,
+    profile_names,
+    profile_source,
+    user_profile_dir,
+)
 from edgekit.profiles.loader import PROFILE_DIR
 from edgekit.profiles.schema import PRECISIONS, SENSOR_KINDS
 from edgekit.registry import list_models

@@ -16,14 +16,13 @@ from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.exporters import export_onnx, load_artifact
 from edgekit.exporters.nir import MODEL_FILE, export_nir, nir_blockers
+from edgekit.methods.ssa.resformer import paper_entry
+from edgekit.registry import get_entry
 from edgekit.spiking import agreement
 from edgekit.spiking.agreement import _roots, spike_agreement
 from edgekit.spiking.layers import calibrate_batchnorm, functional
-from edgekit.methods.ssa.resformer import paper_entry
-from edgekit.registry import get_entry
 from edgekit.targets import ModelSource, load_model_source
 from edgekit.training import train
-
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -105,8 +104,8 @@ def test_roots_are_first_disagreements_per_sample():
     second[0, 0, 0] = True  # downstream of sample 0's roots
     second[2, 1, 1] = True  # sample 1's first disagreement
     r0, r1 = _roots([first, second])
-    assert list(zip(*np.nonzero(r0))) == [(1, 0, 2), (2, 0, 3)]
-    assert list(zip(*np.nonzero(r1))) == [(2, 1, 1)]
+    assert list(zip(*np.nonzero(r0), strict=False)) == [(1, 0, 2), (2, 0, 3)]
+    assert list(zip(*np.nonzero(r1), strict=False)) == [(2, 1, 1)]
 
 
 def test_a_disagreement_away_from_threshold_fails_the_check(trained_cnn, digits, monkeypatch):

@@ -12,15 +12,20 @@ from torch import nn
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
-from edgekit.methods.ssa import (ATTENTION_KINDS, PAPER_CONFIG_NAMES, SSA, USSA,
-                                 ReferenceAttention, build_paper_model, communication_values,
-                                 paper_config)
-from edgekit.spiking.layers import is_spiking
-from edgekit.spiking.layers import calibrate_batchnorm, functional, lif, neuron
+from edgekit.methods.ssa import (
+    ATTENTION_KINDS,
+    PAPER_CONFIG_NAMES,
+    SSA,
+    USSA,
+    ReferenceAttention,
+    build_paper_model,
+    communication_values,
+    paper_config,
+)
 from edgekit.methods.ssa.resformer import paper_entry
 from edgekit.registry import create_model, get_entry, split_name
+from edgekit.spiking.layers import calibrate_batchnorm, functional, is_spiking, lif, neuron
 from edgekit.training import train
-
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -14,11 +14,10 @@ from edgekit.checkpoint import save_checkpoint
 from edgekit.cli import cli
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
-from edgekit.spiking.layers import calibrate_batchnorm
 from edgekit.profiles import load_profile
 from edgekit.registry import create_model, get_entry
+from edgekit.spiking.layers import calibrate_batchnorm
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source, simulate
-
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 

@@ -16,19 +16,38 @@ from click.testing import CliRunner
 
 from edgekit.backends import execution_providers
 from edgekit.backends.base import Runner
-from edgekit.backends.tensorrt_backend import (IOSpec, require_cuda_gpu, require_tensorrt,
-                                               resolve_input_shapes)
+from edgekit.backends.tensorrt_backend import (
+    IOSpec,
+    require_cuda_gpu,
+    require_tensorrt,
+    resolve_input_shapes,
+)
 from edgekit.cli import cli
 from edgekit.errors import MissingDependencyError, UnknownNameError, UsageError
-from edgekit.exporters.calibration import (CalibrationBatcher, CalibrationSamples,
-                                           cache_calibrator, default_cache_path,
-                                           make_trt_calibrator, read_calibration_cache,
-                                           samples_from_dataset, select_samples,
-                                           write_calibration_cache)
-from edgekit.exporters.tensorrt import (EngineBuildConfig, ShapeRange, calibration_shapes,
-                                        configure_builder, network_flags, parse_shape,
-                                        parse_shapes, resolve_profile, shape_ranges,
-                                        trtexec_build_args, trtexec_run_args)
+from edgekit.exporters.calibration import (
+    CalibrationBatcher,
+    CalibrationSamples,
+    cache_calibrator,
+    default_cache_path,
+    make_trt_calibrator,
+    read_calibration_cache,
+    samples_from_dataset,
+    select_samples,
+    write_calibration_cache,
+)
+from edgekit.exporters.tensorrt import (
+    EngineBuildConfig,
+    ShapeRange,
+    calibration_shapes,
+    configure_builder,
+    network_flags,
+    parse_shape,
+    parse_shapes,
+    resolve_profile,
+    shape_ranges,
+    trtexec_build_args,
+    trtexec_run_args,
+)
 from edgekit.profiler.run import ProfileSettings
 
 HAS_TENSORRT = importlib.util.find_spec("tensorrt") is not None
@@ -488,8 +507,7 @@ def test_profiler_reports_phases_of_the_timed_iterations():
 @pytest.mark.gpu
 @gpu
 def test_engine_build_validate_profile_on_gpu(tmp_path):
-    from edgekit.exporters import (export_onnx, export_tensorrt, load_artifact,
-                                   validate_artifact)
+    from edgekit.exporters import export_onnx, export_tensorrt, load_artifact, validate_artifact
     from edgekit.exporters.calibration import samples_for_artifact
     from edgekit.profiler.run import profile
     from edgekit.profiler.timing import TimingPlan

@@ -15,11 +15,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.kernels.wbmm import (WBMM, centre_offset, dense_matrix, embed_kernel,
-                                  relative_position_index, table_size, wbmm, wbmm_compact,
-                                  window_depthwise_conv)
-from edgekit.methods.wbmm.model import (PAPER_CONFIGS, PAPER_PARAMS, Block, WBMMNet,
-                                       build_paper_model, paper_config)
+from edgekit.kernels.wbmm import (
+    WBMM,
+    centre_offset,
+    dense_matrix,
+    embed_kernel,
+    relative_position_index,
+    table_size,
+    wbmm,
+    wbmm_compact,
+    window_depthwise_conv,
+)
+from edgekit.methods.wbmm.model import (
+    PAPER_CONFIGS,
+    PAPER_PARAMS,
+    Block,
+    WBMMNet,
+    build_paper_model,
+    paper_config,
+)
 from edgekit.registry import get_entry
 
 F64 = torch.float64
@@ -245,7 +259,7 @@ def test_paper_model_runs_at_a_small_resolution():
 def test_twin_is_the_same_network_with_a_13x13_depthwise_conv():
     wbmm_cfg, twin_cfg = get_entry("wbmm").config, get_entry("wbmm-dw13").config
     assert wbmm_cfg["dims"] == twin_cfg["dims"]
-    for a, b in zip(wbmm_cfg["patterns"], twin_cfg["patterns"]):
+    for a, b in zip(wbmm_cfg["patterns"], twin_cfg["patterns"], strict=False):
         assert [13 if t == "W" else t for t in a] == list(b)
     twin = get_entry("wbmm-dw13").build()
     convs = [m for m in twin.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (13, 13)]

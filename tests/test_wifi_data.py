@@ -5,10 +5,17 @@ import numpy as np
 import pytest
 
 from edgekit.errors import UsageError
-from edgekit.methods.wifi_mamba.csi import (CSI_SHAPE, SUBCARRIER_INDEX, denoise_amplitude, load_csi,
-                              load_keypoints, load_sample, preprocess, sanitize_phase)
+from edgekit.methods.wifi_mamba.csi import (
+    CSI_SHAPE,
+    SUBCARRIER_INDEX,
+    denoise_amplitude,
+    load_csi,
+    load_keypoints,
+    load_sample,
+    preprocess,
+    sanitize_phase,
+)
 from edgekit.methods.wifi_mamba.simulator import Geometry, Impairments, render_csi, simulate_dataset
-
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -19,8 +26,8 @@ def _complex_csi(seed=0):
 
 
 def test_load_csi_npy_mat_v5_and_v73(tmp_path):
-    from scipy.io import savemat
     import h5py
+    from scipy.io import savemat
 
     csi = _complex_csi()
     np.save(tmp_path / "a.npy", csi)
@@ -98,7 +105,7 @@ def test_simulator_format_and_labels():
     assert data.csi.shape == (18, 3, 3, 30, 20) and data.csi.dtype == np.complex64
     assert data.keypoints.shape == (18, 3, 14, 3)
     assert list(data.n_persons) == [1] * 6 + [2] * 6 + [3] * 6
-    for k, n in zip(data.keypoints, data.n_persons):
+    for k, n in zip(data.keypoints, data.n_persons, strict=False):
         assert np.all(k[n:] == 0) and np.all(k[:n, :, 2].max(-1) > 1.4)  # heads above 1.4 m
         assert np.all(k[:n, 0, 2] > k[:n, 10, 2] + 1.3)  # head well above the ankle
     step = np.abs(np.diff(data.keypoints[:6, 0], axis=0)).max()

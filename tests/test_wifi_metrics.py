@@ -7,7 +7,6 @@ import pytest
 from edgekit.methods.wifi_mamba.matching import hungarian_match, match_poses
 from edgekit.methods.wifi_mamba.metrics import evaluate_frames, mpjpe, pa_mpjpe, procrustes_align
 
-
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
@@ -37,7 +36,7 @@ def test_hungarian_on_a_hand_solved_matrix():
     cost = np.array([[4.0, 1.0, 3.0], [2.0, 0.0, 5.0], [3.0, 2.0, 2.0], [9.0, 9.0, 9.0]])
     rows, cols = hungarian_match(cost)
     # candidates: (0,1)+(1,0)+(2,2) = 1+2+2 = 5 is the unique minimum; query 3 stays unmatched
-    assert dict(zip(rows.tolist(), cols.tolist())) == {0: 1, 1: 0, 2: 2}
+    assert dict(zip(rows.tolist(), cols.tolist(), strict=False)) == {0: 1, 1: 0, 2: 2}
     assert cost[rows, cols].sum() == 5.0
 
 
@@ -45,7 +44,7 @@ def test_match_poses_finds_the_permutation():
     gts = np.stack([_pose(1), _pose(2)])
     preds = np.stack([_pose(9) + 5, gts[1] + 0.01, _pose(8) - 5, gts[0] - 0.01])
     rows, cols = match_poses(preds, gts)
-    assert dict(zip(cols.tolist(), rows.tolist())) == {0: 3, 1: 1}
+    assert dict(zip(cols.tolist(), rows.tolist(), strict=False)) == {0: 3, 1: 1}
 
 
 def test_evaluate_frames_per_person_count():

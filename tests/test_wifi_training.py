@@ -9,11 +9,15 @@ import sys
 import pytest
 import torch
 
-from edgekit.registry import create_model, get_entry
 from edgekit.methods.wifi_mamba.loss import set_loss
 from edgekit.methods.wifi_mamba.simulator import simulate_dataset
-from edgekit.methods.wifi_mamba.train import PoseSplit, evaluate_pose_model, predict, train_pose_model
-
+from edgekit.methods.wifi_mamba.train import (
+    PoseSplit,
+    evaluate_pose_model,
+    predict,
+    train_pose_model,
+)
+from edgekit.registry import create_model, get_entry
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -50,7 +54,12 @@ def test_training_steps_and_streaming_evaluation():
 def test_pose_dataset_and_entry_hooks():
     import numpy as np
 
-    from edgekit.methods.wifi_mamba.dataset import evaluate_dataset, load_wifi_pose, to_split, train_entry
+    from edgekit.methods.wifi_mamba.dataset import (
+        evaluate_dataset,
+        load_wifi_pose,
+        to_split,
+        train_entry,
+    )
 
     data = load_wifi_pose(train_sequences=3, test_sequences=3)
     assert data.x_train.shape == (24, 2, 270, 20) and data.y_test.shape == (24, 3, 14, 3)
@@ -73,7 +82,7 @@ def test_entry_training_is_reproducible_from_its_seed():
     assert runs[0].value == runs[1].value and runs[0].final_loss == runs[1].final_loss
 
 
-def _edgekit(*args: str, cwd) -> "subprocess.CompletedProcess[str]":
+def _edgekit(*args: str, cwd) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # as single_thread
     return subprocess.run([sys.executable, "-m", "edgekit", *args], capture_output=True,
                           text=True, cwd=cwd, env=env, timeout=600)

@@ -115,7 +115,7 @@ def test_chunk_bounds_cover_the_range():
             assert bounds == []
             continue
         assert bounds[0][0] == 0 and bounds[-1][1] == n and len(bounds) <= k
-        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+        assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:], strict=False))
     assert len(z.chunk_bounds(1000, 4, 1 << 16)) == 1
     assert len(z.chunk_bounds(1 << 18, 4, 1 << 16)) == 4
 

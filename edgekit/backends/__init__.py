@@ -9,12 +9,20 @@ for _module in pkgutil.iter_modules(__path__):
     importlib.import_module(f"{__name__}.{_module.name}")
 
 from edgekit.backends.base import Feed, Runner  # noqa: E402
-from edgekit.backends.onnxruntime_backend import (PROVIDERS, OnnxRuntimeRunner,  # noqa: E402
-                                                  execution_providers, make_session)
-from edgekit.backends.registry import (BackendSpec, RunOptions, backend_names,  # noqa: E402
-                                       get_backend, list_backends)
-from edgekit.backends.tensorrt_backend import (TensorRTRunner, require_cuda_gpu,  # noqa: E402
-                                               require_tensorrt)
+from edgekit.backends.onnxruntime_backend import (  # noqa: E402
+    PROVIDERS,
+    OnnxRuntimeRunner,
+    execution_providers,
+    make_session,
+)
+from edgekit.backends.registry import (  # noqa: E402
+    BackendSpec,
+    RunOptions,
+    backend_names,
+    get_backend,
+    list_backends,
+)
+from edgekit.backends.tensorrt_backend import TensorRTRunner, require_cuda_gpu, require_tensorrt  # noqa: E402
 from edgekit.backends.torch_backend import TorchRunner  # noqa: E402
 
 __all__ = ["PROVIDERS", "BackendSpec", "Feed", "OnnxRuntimeRunner", "RunOptions", "Runner",

@@ -22,7 +22,7 @@ class Runner(ABC):
         self.active = False
         self._phases: dict[str, list[float]] = {}
 
-    def __enter__(self) -> "Runner":
+    def __enter__(self) -> Runner:
         self.activate()
         return self
 

@@ -9,7 +9,6 @@ checks the session's providers and refuses to measure the CPU under a GPU provid
 from __future__ import annotations
 
 import contextlib
-
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Union
@@ -133,7 +132,7 @@ class OnnxRuntimeRunner(Runner):
             raise UsageError(f"ONNX Runtime rejected the inputs for {self.path.name}: {first}") from exc
 
     def _to_host(self, out: list[np.ndarray]) -> Feed:
-        return dict(zip(self.output_names, out))
+        return dict(zip(self.output_names, out, strict=False))
 
     def describe(self) -> dict[str, Any]:
         ort = require("onnxruntime", ONNXRUNTIME, "the onnxruntime backend")

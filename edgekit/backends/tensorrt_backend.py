@@ -112,7 +112,7 @@ def resolve_input_shapes(specs: list[IOSpec], feed: Feed) -> dict[str, tuple[int
         if len(shape) != len(spec.shape):
             raise UsageError(f"input '{spec.name}' has shape {shape}; the engine takes "
                              f"{len(spec.shape)} dimensions ({spec.describe()})")
-        for i, (got, want) in enumerate(zip(shape, spec.shape)):
+        for i, (got, want) in enumerate(zip(shape, spec.shape, strict=False)):
             lo = spec.min[i] if spec.min is not None else want
             hi = spec.max[i] if spec.max is not None else want
             if (want >= 0 and got != want) or (want < 0 and not lo <= got <= hi):
@@ -278,7 +278,7 @@ class TensorRTRunner(Runner):
         self.stream.synchronize()
         start, copied, computed, done = bound.events
         for phase, (a, b) in zip(PHASES, ((start, copied), (copied, computed), (computed, done),
-                                          (start, done))):
+                                          (start, done)), strict=False):
             self.record_phase(phase, a.elapsed_time(b) / 1e3)  # elapsed_time is in ms
 
     def _to_host(self, bound: _Bound) -> Feed:
@@ -307,7 +307,7 @@ def _build(artifact: Any, out: Path, options: RunOptions) -> Path:
         dynamic = [not isinstance(d, int) or d <= 0 for d in inp["shape"]]
         if any(dynamic):  # the batch dimension at --batch, any other dynamic one at 1
             shape = tuple((options.batch if i == 0 else 1) if dyn else int(d)
-                          for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic)))
+                          for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic, strict=False)))
             shapes.append(ShapeRange(inp["name"], shape, shape, shape))
     config = EngineBuildConfig(precision=options.precision, shapes=tuple(shapes))
     return export_tensorrt(artifact, out, config).folder

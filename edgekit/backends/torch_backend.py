@@ -49,7 +49,7 @@ class TorchRunner(Runner):
 
     def _to_host(self, out: Any) -> Feed:
         outs = out if isinstance(out, (tuple, list)) else (out,)
-        return {n: o.detach().cpu().numpy() for n, o in zip(self.output_names, outs)}
+        return {n: o.detach().cpu().numpy() for n, o in zip(self.output_names, outs, strict=False)}
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "device": str(self.device),

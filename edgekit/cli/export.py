@@ -9,7 +9,8 @@ from edgekit.cli.common import COUNT, NON_NEGATIVE, console, err_console
 from edgekit.errors import UsageError
 from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
 from edgekit.exporters.calibration import CALIBRATORS
-from edgekit.exporters.run import ExportOptions, export as run_export, is_artifact_folder
+from edgekit.exporters.run import ExportOptions, is_artifact_folder
+from edgekit.exporters.run import export as run_export
 from edgekit.exporters.tensorrt import PRECISIONS
 from edgekit.profiles import load_profile
 

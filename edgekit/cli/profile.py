@@ -10,7 +10,8 @@ from rich.table import Table
 from edgekit.backends import backend_names, list_backends
 from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, progress_bars, write_json
 from edgekit.energy import METER_NAMES
-from edgekit.profiler.run import ProfileSettings, profile as run_profile
+from edgekit.profiler.run import ProfileSettings
+from edgekit.profiler.run import profile as run_profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
 

@@ -10,9 +10,9 @@ from rich.table import Table
 
 from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
 from edgekit.provenance import report_document
-from edgekit.spiking.simulate import (SimulateSettings, load_spiking_source,
-                                      simulate as run_simulation)
 from edgekit.spiking.plot import plot_simulation
+from edgekit.spiking.simulate import SimulateSettings, load_spiking_source
+from edgekit.spiking.simulate import simulate as run_simulation
 
 
 def _n(value: float) -> str:

@@ -10,7 +10,7 @@ def pareto_mask(quality: Sequence[float], cost: Sequence[float]) -> list[bool]:
 
     Points with a NaN in either coordinate are never on the frontier (and dominate nothing).
     """
-    points = list(zip(quality, cost))
+    points = list(zip(quality, cost, strict=False))
     valid = [not (math.isnan(q) or math.isnan(c)) for q, c in points]
     mask = []
     for i, (q, c) in enumerate(points):
@@ -28,4 +28,4 @@ def pareto_mask(quality: Sequence[float], cost: Sequence[float]) -> list[bool]:
 def frontier(quality: Sequence[float], cost: Sequence[float]) -> list[tuple[float, float]]:
     """The frontier's points sorted by cost, as (cost, quality) pairs for plotting a step line."""
     mask = pareto_mask(quality, cost)
-    return sorted((c, q) for q, c, m in zip(quality, cost, mask) if m)
+    return sorted((c, q) for q, c, m in zip(quality, cost, mask, strict=False) if m)

@@ -25,17 +25,17 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
         energy_label = "energy per inference (mJ, " + ", ".join(result["energy_sources"]) + ")"
         panels.append(("energy_per_inference_j", energy_label, "pareto_energy"))
     fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
-    for ax, (key, label, flag) in zip(axes[0], panels):
+    for ax, (key, label, flag) in zip(axes[0], panels, strict=False):
         scale = 1e3 if key.startswith("energy") else 1.0
         xs = [r[key] * scale for r in rows]
         ys = [r[metric] * scale_y for r in rows]
         colors = ["tab:red" if r[flag] else "tab:blue" for r in rows]
         ax.scatter(xs, ys, c=colors, zorder=3)
-        for r, x, y in zip(rows, xs, ys):
+        for r, x, y in zip(rows, xs, ys, strict=False):
             ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
         front = frontier([sign * y for y in ys], xs)
         if front:
-            fx, fy = zip(*front)
+            fx, fy = zip(*front, strict=False)
             fy = [sign * y for y in fy]
             ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, label="Pareto frontier")
             ax.legend(loc="lower right" if sign > 0 else "upper right")

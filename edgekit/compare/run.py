@@ -90,7 +90,7 @@ def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
     sign = 1.0 if task.higher_is_better else -1.0
     quality = [sign * r[task.metric] for r in rows]
     for flag, key in (("pareto_latency", "latency_p50_ms"), ("pareto_energy", "energy_per_inference_j")):
-        for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows])):
+        for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows]), strict=False):
             row[flag] = on_front
     sources = sorted({r["energy_source"] for r in rows})
     return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": settings.backend,

@@ -125,6 +125,6 @@ def calibrate_batchnorm(model: nn.Module, batches: list[torch.Tensor]) -> nn.Mod
         for x in batches:
             model(x)
     finally:
-        for m, momentum in zip(norms, saved):
+        for m, momentum in zip(norms, saved, strict=False):
             m.momentum = momentum
     return model.eval()

@@ -17,13 +17,13 @@ from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
-from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import DeviceProfile, detect_profile, list_profiles, load_profile
 from edgekit.registry import all_names, split_name
 from edgekit.spiking.counting import COUNTER_SOURCE, count, spike_total
 from edgekit.spiking.energy import horowitz_45nm, neuromorphic, spikingjelly_simple
+from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
 from edgekit.targets import ModelSource, looks_like_path
 
 DEFAULT_CHIP = "loihi"

@@ -6,8 +6,13 @@ lives in ``edgekit.methods.astra.runtime``; ``partitioned_forward`` here is its 
 from edgekit.methods.astra import entries  # noqa: F401  (registers astra-vit)
 from edgekit.methods.astra.gpt import AstraGPT, GPTConfig
 from edgekit.methods.astra.paper import PAPER_CONFIGS, PAPER_PARAMS, build_paper_model, paper_config
-from edgekit.methods.astra.partition import (MODES, PartitionedOutput, partitioned_forward,
-                                            run_partitioned, token_shards)
+from edgekit.methods.astra.partition import (
+                                            MODES,
+                                            PartitionedOutput,
+                                            partitioned_forward,
+                                            run_partitioned,
+                                            token_shards,
+)
 from edgekit.methods.astra.train import finetune, pretrain, train_astra, with_config
 from edgekit.methods.astra.vit import AstraBlock, AstraConfig, AstraViT, Attention
 from edgekit.methods.astra.vq import GroupedVQ

@@ -13,19 +13,23 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
+from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, err_console, write_json
+from edgekit.errors import UsageError
 from edgekit.methods.astra.runtime.bench import MULTI_MODES, run_bench
-from edgekit.methods.astra.runtime.latency_model import (Workload, calibrate_rate, compute_at, flops_per_rank,
-                                         predict)
+from edgekit.methods.astra.runtime.latency_model import (
+    Workload,
+    calibrate_rate,
+    compute_at,
+    flops_per_rank,
+    predict,
+)
 from edgekit.methods.astra.runtime.launch import launch
 from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.methods.astra.runtime.models import MODEL_CONFIGS, model_config
 from edgekit.methods.astra.runtime.modes import mode_classes
 from edgekit.methods.astra.runtime.report import run_report, summarise
 from edgekit.methods.astra.runtime.spec import RunSpec, spec_from_options, spec_options
-from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, err_console, write_json
-from edgekit.errors import UsageError
 from edgekit.provenance import report_document
-
 
 # Packet-loss probability, the range LinkSpec accepts.
 LOSS = click.FloatRange(0, 0.5, max_open=True)

@@ -1,9 +1,9 @@
 """Registry entry ``astra-vit``: the digits-sized ASTRA ViT and its VQ / NAVQ / plain variants."""
 from __future__ import annotations
 
+from edgekit.data import DIGITS
 from edgekit.methods.astra.train import train_astra
 from edgekit.methods.astra.vit import AstraViT
-from edgekit.data import DIGITS
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
 
 PAPER = "ASTRA: sequence-parallel inference with VQ token exchange, arXiv 2505.19342 (ICML 2026)"

@@ -20,7 +20,6 @@ from edgekit.errors import UsageError
 from edgekit.methods.astra.partition import run_partitioned, token_shards
 from edgekit.methods.astra.vq import GroupedVQ
 
-
 KeysValues = tuple[torch.Tensor, torch.Tensor]
 RemoteKV = KeysValues | Callable[[], KeysValues]  # a callable: keys/values still on the way
 

@@ -12,7 +12,6 @@ from edgekit.data import DIGITS
 from edgekit.registry import ModelEntry, TrainSettings, register_model
 
 
-
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1) -> nn.Sequential:
     return nn.Sequential(
         nn.Conv2d(cin, cout, kernel, stride, padding=kernel // 2, groups=groups, bias=False),
@@ -36,7 +35,7 @@ class DSCNN(nn.Module):
         widths = [max(4, round(c * width)) for c in channels]
         self.stem = _conv_bn(in_channels, widths[0], 3)
         blocks = []
-        for cin, cout, stride in zip(widths, widths[1:] + [widths[-1]], strides):
+        for cin, cout, stride in zip(widths, widths[1:] + [widths[-1]], strides, strict=False):
             blocks.append(DepthwiseSeparable(cin, cout, stride))
         self.blocks = nn.Sequential(*blocks)
         self.pool = nn.AdaptiveAvgPool2d(1)

@@ -13,10 +13,9 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from edgekit.spiking.layers import MultiStepNet, layer, lif
 from edgekit.data import DIGITS
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
-
+from edgekit.spiking.layers import MultiStepNet, layer, lif
 
 
 class SpikingCNN(MultiStepNet):

@@ -24,11 +24,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from edgekit.data import DIGITS
 from edgekit.errors import UsageError
 from edgekit.methods.ssa.attention import ATTENTION_KINDS, make_attention
-from edgekit.spiking.layers import MultiStepNet, activation, bn, conv, layer
-from edgekit.data import DIGITS
 from edgekit.registry import ExportSettings, ModelEntry, TaskSpec, TrainSettings, register_model
+from edgekit.spiking.layers import MultiStepNet, activation, bn, conv, layer
 
 PAPER = ("Efficient Transformer Attention for SNNs via Hadamard Simplification (ICML 2026); "
          "backbone: Shi et al., SpikingResformer, CVPR 2024")
@@ -94,7 +94,7 @@ class SpikingResformer(MultiStepNet):
                              hint=f"valid: {', '.join(PROLOGUES)}")
         self.attention, self.activation = attention, activation
         stages = []
-        for i, (dim, h, depth) in enumerate(zip(channels, heads, depths)):
+        for i, (dim, h, depth) in enumerate(zip(channels, heads, depths, strict=False)):
             blocks: list[nn.Module] = [Downsample(channels[i - 1], dim, activation)] if i else []
             blocks += [Block(dim, h, attention, ffn_ratio, group_size, activation)
                        for _ in range(depth)]

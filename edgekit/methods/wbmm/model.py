@@ -24,9 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from edgekit.data import DIGITS
 from edgekit.errors import UsageError
 from edgekit.kernels.wbmm import DEPLOY_FORMS, WBMM, as_window, bn_scale_shift
-from edgekit.data import DIGITS
 from edgekit.registry import ModelEntry, TrainSettings, register_model
 
 PAPER = "Wang et al., WBMM: Windowed Batch Matrix Multiplication, arXiv 2607.02097 (ICML 2026)"
@@ -216,7 +216,7 @@ class WBMMNet(nn.Module):
 
     def forward_features(self, x: torch.Tensor) -> torch.Tensor:  # [B, Cin, H, W] -> [B, C]
         x = self.stages[0](self.stem(x))  # [B, C0, H/4, W/4] at stem strides (2, 2)
-        for down, stage in zip(self.downsample, self.stages[1:]):
+        for down, stage in zip(self.downsample, self.stages[1:], strict=False):
             x = stage(down(x))  # [B, Ci, H_i, W_i], halved per stage
         return self.norm(x.mean((-2, -1)))  # [B, C]
 
@@ -227,7 +227,7 @@ class WBMMNet(nn.Module):
         return sum(p.numel() for p in self.parameters())
 
     @torch.no_grad()
-    def reparameterize(self, form: str = "compact") -> "WBMMNet":
+    def reparameterize(self, form: str = "compact") -> WBMMNet:
         """Switch to deploy form ``form`` in place (outputs equal the eval-mode training form)
         and record it in ``edgekit_cfg`` so a checkpoint of the result rebuilds this structure."""
         if form not in DEPLOY_FORMS:

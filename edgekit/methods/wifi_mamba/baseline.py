@@ -14,8 +14,13 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from edgekit.methods.wifi_mamba.blocks import (DecoderLayer, EncoderLayer, InputNorm, PoseHead,
-                                             sinusoidal_positions)
+from edgekit.methods.wifi_mamba.blocks import (
+    DecoderLayer,
+    EncoderLayer,
+    InputNorm,
+    PoseHead,
+    sinusoidal_positions,
+)
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,12 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
 
     The result's details hold MPJPE per person count and, for a model with memory, the score
     without it (every frame from a zero state), which isolates what the memory contributes."""
-    from edgekit.methods.wifi_mamba.train import (_streams, _windows, evaluate_pose_model,
-                                                  train_pose_model)
+    from edgekit.methods.wifi_mamba.train import (
+        _streams,
+        _windows,
+        evaluate_pose_model,
+        train_pose_model,
+    )
     from edgekit.training import TrainResult, entry_label, loss_steps
 
     settings = entry.train

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from edgekit.methods.wifi_mamba import baseline, model
 from edgekit.methods.wifi_mamba.baseline import PETRBaseline
+from edgekit.methods.wifi_mamba.dataset import WIFI_POSE, evaluate_dataset, train_entry
 from edgekit.methods.wifi_mamba.model import PAPER, WiFiMamba
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
-from edgekit.methods.wifi_mamba.dataset import WIFI_POSE, evaluate_dataset, train_entry
 
 _EXPORT = ExportSettings(opset=18, atol=1e-4, rtol=1e-3, dynamo=False)
 _TRAIN = TrainSettings(epochs=10, batch_size=32, lr=2e-3, weight_decay=1e-4)

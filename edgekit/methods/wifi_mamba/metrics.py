@@ -44,7 +44,7 @@ def pa_mpjpe(pred: np.ndarray, gt: np.ndarray) -> float:
     """MPJPE in mm after Procrustes alignment, averaged over persons of ``(..., J, 3)`` arrays."""
     pred = np.asarray(pred).reshape(-1, *np.shape(pred)[-2:])
     gt = np.asarray(gt).reshape(-1, *np.shape(gt)[-2:])
-    return float(np.mean([mpjpe(procrustes_align(p, g), g) for p, g in zip(pred, gt)]))
+    return float(np.mean([mpjpe(procrustes_align(p, g), g) for p, g in zip(pred, gt, strict=False)]))
 
 
 def frame_errors(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
@@ -62,7 +62,7 @@ def evaluate_frames(preds: Iterable[np.ndarray], gts: np.ndarray,
     rows. Returns ``{"1": {...}, "2": {...}, "all": {"mpjpe_mm", "pa_mpjpe_mm", "frames"}}``.
     """
     by_count: dict[int, list[tuple[float, float]]] = {}
-    for pred, gt, n in zip(preds, gts, n_persons):
+    for pred, gt, n in zip(preds, gts, n_persons, strict=False):
         by_count.setdefault(int(n), []).append(frame_errors(np.asarray(pred), gt[:int(n)]))
     out: dict[str, dict[str, float]] = {}
     everything: list[tuple[float, float]] = []

@@ -23,8 +23,16 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from edgekit.methods.wifi_mamba.csi import (CSI_SHAPE, N_ANT, N_KPT, N_PKT, N_RX, SUBCARRIER_FREQ_HZ,
-                              SUBCARRIER_INDEX, SUBCARRIER_SPACING_HZ)
+from edgekit.methods.wifi_mamba.csi import (
+    CSI_SHAPE,
+    N_ANT,
+    N_KPT,
+    N_PKT,
+    N_RX,
+    SUBCARRIER_FREQ_HZ,
+    SUBCARRIER_INDEX,
+    SUBCARRIER_SPACING_HZ,
+)
 
 C = 299_792_458.0
 WAVELENGTH = C / 5.64e9

@@ -17,7 +17,14 @@ The codec itself is ``edgekit.kernels.zipmoe_codec``.
 """
 from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.config import FAMILIES, MoEConfig, parse_config
-from edgekit.methods.zipmoe.engine import MODES, Engine, EngineSettings, Generation, bench, parse_size
+from edgekit.methods.zipmoe.engine import (
+    MODES,
+    Engine,
+    EngineSettings,
+    Generation,
+    bench,
+    parse_size,
+)
 from edgekit.methods.zipmoe.store import Store, StoreError, write_store
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 

@@ -23,8 +23,15 @@ from edgekit.errors import UsageError
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import POLICIES
 from edgekit.methods.zipmoe.config import ALIASES
-from edgekit.methods.zipmoe.engine import (DEFAULT_PROMPTS, MODES, Engine, EngineSettings, bench,
-                                 parse_size, prefetch_summary)
+from edgekit.methods.zipmoe.engine import (
+    DEFAULT_PROMPTS,
+    MODES,
+    Engine,
+    EngineSettings,
+    bench,
+    parse_size,
+    prefetch_summary,
+)
 from edgekit.methods.zipmoe.store import Store
 from edgekit.methods.zipmoe.tiny import SIZES
 from edgekit.provenance import report_document

@@ -15,11 +15,11 @@ from typing import Any
 import psutil
 import torch
 
+from edgekit.errors import UsageError
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
 from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel, encode_text
 from edgekit.methods.zipmoe.store import write_store
-from edgekit.errors import UsageError
 
 CALIBRATION_TEXT = (
     "The quick brown fox jumps over the lazy dog. Mixture-of-experts language models route each "

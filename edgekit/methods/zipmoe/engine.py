@@ -222,7 +222,7 @@ def compare_logits(runs: dict[str, list[Generation]]) -> dict[str, Any]:
         for ref_gen, gen in zip(reference, runs[mode], strict=True):
             if ref_gen.tokens != gen.tokens or len(ref_gen.logits) != len(gen.logits):
                 identical = False
-            for a, b in zip(ref_gen.logits, gen.logits):
+            for a, b in zip(ref_gen.logits, gen.logits, strict=False):
                 if not torch.equal(a, b):
                     identical = False
                     max_diff = max(max_diff, float((a - b).abs().max()))

@@ -254,4 +254,4 @@ def plan_pools(popularity: Sequence[float], model: DelayModel, num_experts: int,
     best = int(np.argmin(smooth))
     r, n_full, n_sm, _ = rows[best]
     return Plan(r, n_full, n_sm, smooth[best],
-                [(row[0], row[3], s) for row, s in zip(rows, smooth)])
+                [(row[0], row[3], s) for row, s in zip(rows, smooth, strict=False)])

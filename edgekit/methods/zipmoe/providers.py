@@ -33,7 +33,13 @@ from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import FULL, SM, Policy, Pool, ZipMoECache
 from edgekit.methods.zipmoe.io import StorageReader, wait_until
 from edgekit.methods.zipmoe.model import ExpertWeights
-from edgekit.methods.zipmoe.planner import DelayModel, Plan, plan_pools, pool_slots, popularity_by_rank
+from edgekit.methods.zipmoe.planner import (
+    DelayModel,
+    Plan,
+    plan_pools,
+    pool_slots,
+    popularity_by_rank,
+)
 from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
 from edgekit.methods.zipmoe.store import Store, StoreError, TensorEntry, align_up, check_extent
 

@@ -17,7 +17,13 @@ from collections.abc import Callable
 from typing import Any
 
 from edgekit.methods.astra.runtime.calibrate import measure_compute
-from edgekit.methods.astra.runtime.latency_model import Workload, calibrate_rate, compute_at, messages, predict
+from edgekit.methods.astra.runtime.latency_model import (
+    Workload,
+    calibrate_rate,
+    compute_at,
+    messages,
+    predict,
+)
 from edgekit.methods.astra.runtime.launch import launch
 from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.methods.astra.runtime.report import summarise

@@ -23,10 +23,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from edgekit.methods.astra.runtime.collectives import Comm
-from edgekit.methods.astra.runtime.modes import Mode
 from edgekit.errors import UsageError
 from edgekit.methods.astra import AstraBlock, AstraViT, token_shards
+from edgekit.methods.astra.runtime.collectives import Comm
+from edgekit.methods.astra.runtime.modes import Mode
 
 DEFAULT_BP_BLOCKS = 4  # Nb: the ViT depth of 12 gives 3 layers per BP block (2 decoupled + 1)
 
@@ -130,4 +130,4 @@ class BlockParallelSP(_BlockParallel):
                   for p in range(self.world_size)]
         sent = [out.shape[0] * out.shape[1] * c.shape[2] * c.element_size() for c in chunks]
         received = self.comm.all_to_all(chunks, sent)
-        return torch.cat([r[:, :s.stop - s.start] for r, s in zip(received, shards)], 1)
+        return torch.cat([r[:, :s.stop - s.start] for r, s in zip(received, shards, strict=False)], 1)

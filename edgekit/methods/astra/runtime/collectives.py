@@ -106,7 +106,7 @@ class PendingGather:
         if slept > 0:
             time.sleep(slept)
         comm.stats.add("all_gather", self.steps, blocked, emulated, slept)
-        return [t[:c] for t, c in zip(self.out, self.counts)]
+        return [t[:c] for t, c in zip(self.out, self.counts, strict=False)]
 
 
 class Comm:

@@ -23,11 +23,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from edgekit.methods.astra.runtime.bitpack import index_bits, packed_bytes
-from edgekit.methods.astra.runtime.collectives import all_gather_steps, all_reduce_steps, all_to_all_steps
-from edgekit.methods.astra.runtime.link import LinkSpec, message_time
 from edgekit.errors import UnknownNameError
 from edgekit.methods.astra import token_shards
+from edgekit.methods.astra.runtime.bitpack import index_bits, packed_bytes
+from edgekit.methods.astra.runtime.collectives import (
+    all_gather_steps,
+    all_reduce_steps,
+    all_to_all_steps,
+)
+from edgekit.methods.astra.runtime.link import LinkSpec, message_time
 
 FP32 = 4
 

@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgekit.methods.astra.runtime.spec import RunSpec
 from edgekit.errors import EdgekitError
 from edgekit.fileio import read_json_object
+from edgekit.methods.astra.runtime.spec import RunSpec
 
 _POLL_S = 0.05
 _REPORT_GRACE_S = 3.0  # how long peers get to write their own error after one rank fails

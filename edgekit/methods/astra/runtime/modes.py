@@ -11,9 +11,9 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.methods.astra import AstraViT
+from edgekit.methods.astra.runtime.collectives import Comm
 
 
 class Mode(ABC):

@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
+from edgekit.errors import UsageError
+from edgekit.methods.astra import AstraViT, token_shards
 from edgekit.methods.astra.runtime.bitpack import index_bits, pack, packed_bytes, unpack
 from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.methods.astra.runtime.encode import CodeSearch
 from edgekit.methods.astra.runtime.modes import Mode
-from edgekit.errors import UsageError
-from edgekit.methods.astra import AstraViT, token_shards
 
 
 class _Sharded(Mode):
@@ -91,7 +91,7 @@ class Astra(_Sharded):
 
         def remote_kv() -> tuple[torch.Tensor, torch.Tensor]:
             remote = self.others([unpack(p, n, self.bits).reshape(batch, -1, self.groups)
-                                  for p, n in zip(pending.wait(), sizes)])  # [B, T-n, G] codes
+                                  for p, n in zip(pending.wait(), sizes, strict=False)])  # [B, T-n, G] codes
             if id(block) in self.code_kv:
                 keys, values = self.code_kv[id(block)]  # [K, D] each
                 return keys[remote[..., 0]], values[remote[..., 0]]

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.errors import UsageError
+from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 
 
 @dataclass(frozen=True)

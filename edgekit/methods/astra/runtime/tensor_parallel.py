@@ -13,10 +13,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from edgekit.methods.astra.runtime.collectives import Comm
-from edgekit.methods.astra.runtime.modes import Mode
 from edgekit.errors import UsageError
 from edgekit.methods.astra import AstraBlock, AstraViT
+from edgekit.methods.astra.runtime.collectives import Comm
+from edgekit.methods.astra.runtime.modes import Mode
 
 
 @dataclass(frozen=True)
@@ -64,7 +64,7 @@ class TensorParallel(Mode):
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         x = self.with_cls(tokens)  # [B, 1+T, D]
-        for block, w in zip(self.model.blocks, self.shards):
+        for block, w in zip(self.model.blocks, self.shards, strict=False):
             x = x + self.comm.all_reduce(self._attention(block.norm1(x), w)) + block.attn.proj.bias
             h = F.gelu(F.linear(block.norm2(x), w.fc1_w, w.fc1_b))  # [B, 1+T, M/N]
             x = x + self.comm.all_reduce(F.linear(h, w.fc2_w)) + block.mlp[2].bias

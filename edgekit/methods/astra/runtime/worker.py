@@ -23,13 +23,13 @@ import click
 import torch
 import torch.distributed as dist
 
+from edgekit.fileio import atomic_write_json
 from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.methods.astra.runtime.group import backend, join, leave, parse_fault
 from edgekit.methods.astra.runtime.link import LinkSpec
 from edgekit.methods.astra.runtime.models import build_model, example_images
 from edgekit.methods.astra.runtime.modes import make_mode
 from edgekit.methods.astra.runtime.spec import RunSpec, spec_from_options, spec_options
-from edgekit.fileio import atomic_write_json
 
 
 def _gather(record: dict[str, Any], world: int) -> list[dict[str, Any]]:
@@ -91,7 +91,7 @@ def _time_cases(spec: RunSpec, modes: list[tuple[Any, torch.Tensor]], comm: Comm
                 print(f"round {round_ + 1}/{spec.reps} {mode.name} "
                       f"{link.describe()['bandwidth']}: {latency:.3f} s", flush=True)
     runs: dict[str, dict[str, Any]] = {mode.name: {"cases": []} for mode, _ in modes}
-    for (mode, _, link), case_reps in zip(cases, reps):
+    for (mode, _, link), case_reps in zip(cases, reps, strict=False):
         runs[mode.name]["cases"].append({
             "link": link.describe(),
             "latency_s": [max(r["latency_s"] for r in records) for records in case_reps],
