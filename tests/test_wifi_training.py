@@ -106,6 +106,6 @@ def test_edgekit_train_honours_a_time_budget(tmp_path):
 def test_edgekit_train_rejects_a_bad_budget(tmp_path):
     proc = _edgekit("train", "wifi-mamba", "--seconds", "0", cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
-        "edgekit: error: Invalid value for '--seconds': 0.0 is not in the range x>0. "
-        "(see 'edgekit train --help')"]
+    (line,) = proc.stderr.strip().splitlines()
+    assert line.startswith("edgekit: error: Invalid value for '--seconds': 0.0 is not in the "
+                           "range x>0.")
