@@ -3,10 +3,10 @@
 ViT-S (D=384, depth 12, 6 heads, G=32 and K=1024 VQ codebooks), untrained weights, 1024 patch
 tokens (512x512 images), batch 1. The single device is one process with one torch thread; every
 multi-rank mode runs on 2 local processes with one thread each over gloo, with each rank's link
-emulated (``edgekit.methods.astra.runtime.link``). Latency is the slowest rank's wall time per forward; each case
-is timed up to --reps times and stops after --budget-s (at least one rep), so the cases whose
-latency is mostly emulated wire time get one or two reps. The analytic model is calibrated on
-the single-device run, checked against every case and projected to 4 and 8 devices.
+emulated (``edgekit.methods.astra.runtime.link``). Latency is the slowest rank's wall time per
+forward; each case is timed up to --reps times and stops after --budget-s (at least one rep), so
+the cases whose latency is mostly emulated wire time get one or two reps. The analytic model is
+calibrated on the single-device run, checked against every case and projected to 4 and 8 devices.
 
     python benchmarks/astra_latency.py [--reps 3] [--budget-s 12] [--tokens 1024]
 """

@@ -33,10 +33,12 @@ def main() -> None:
                                            plan=plan, energy="none")
                 p50[backend].append(profile(name, settings)["latency_ms"]["p50"])
         t, o = median(p50["torch"]), median(p50["onnxruntime"])
-        records.append({"model": name, "torch_p50_ms": p50["torch"], "onnxruntime_p50_ms": p50["onnxruntime"],
+        records.append({"model": name, "torch_p50_ms": p50["torch"],
+                        "onnxruntime_p50_ms": p50["onnxruntime"],
                         "torch_median_ms": t, "onnxruntime_median_ms": o, "speedup_ort": t / o})
         rows.append([name, f"{t:.4f}", f"{o:.4f}", f"{t / o:.2f}x"])
-        print(f"{name:14s} torch {t:.4f} ms  onnxruntime {o:.4f} ms  ratio {t / o:.2f}x", flush=True)
+        print(f"{name:14s} torch {t:.4f} ms  onnxruntime {o:.4f} ms  ratio {t / o:.2f}x",
+              flush=True)
     table = markdown_table(["model", "torch p50 (ms)", "ORT p50 (ms)", "torch / ORT"], rows)
     print(table)
     write_result("backends", {"settings": vars(args), "models": records, "table": table})

@@ -85,8 +85,8 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.01)
     args = parser.parse_args()
     overhead = loop_overhead(20000)
-    print(f"timing loop: {overhead['recorded_per_iteration_us']:.3f} us recorded per empty iteration, "
-          f"{overhead['wall_per_iteration_us']:.3f} us wall; bare perf_counter pair "
+    print(f"timing loop: {overhead['recorded_per_iteration_us']:.3f} us recorded per empty "
+          f"iteration, {overhead['wall_per_iteration_us']:.3f} us wall; bare perf_counter pair "
           f"{overhead['bare_perf_counter_pair_us']:.3f} us")
     effects = [sampler_effect(m, args.rounds, args.duration, args.interval)
                for m in ("mlp:small", "ds-cnn")]

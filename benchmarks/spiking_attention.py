@@ -142,7 +142,8 @@ def summarise(samples: dict, counts: dict, sizes) -> tuple[list[dict], dict, lis
             fits[f"{backend}/{kind}"] = {
                 "exponent_all": exponent(list(sizes), lat),
                 "exponent_n_ge_256": exponent([n for n in sizes if n >= 256],
-                                              [v for n, v in zip(sizes, lat, strict=False) if n >= 256])
+                                              [v for n, v in zip(sizes, lat, strict=False)
+                                               if n >= 256])
                 if sum(n >= 256 for n in sizes) >= 2 else None}
     verdicts = []
     for backend in backends:

@@ -1,4 +1,5 @@
-"""WBMM (windows 7 and 14) against depthwise convolution (5x5, 13x13, 27x27), torch and ONNX Runtime.
+"""WBMM (windows 7 and 14) against depthwise convolution (5x5, 13x13, 27x27), torch and ONNX
+Runtime.
 
 Forward throughput of one operator at stage-like shapes, in deploy form (WBMM: fused table and
 bias, no BatchNorm; depthwise conv: conv with bias). Every case (shape x thread count x backend x
@@ -88,7 +89,8 @@ def setup(shapes, threads_list, workdir: Path) -> dict:
                 err = float(np.abs(session.run(None, feed)[0] - ref).max())
                 if err > 1e-3 * max(1.0, float(np.abs(ref).max())):
                     raise RuntimeError(f"ONNX Runtime disagrees with torch on {name}: {err}")
-                cases[(threads, shape, "onnxruntime", name)] = lambda s=session, f=feed: s.run(None, f)
+                cases[(threads, shape, "onnxruntime", name)] = (
+                    lambda s=session, f=feed: s.run(None, f))
     return cases
 
 
@@ -159,7 +161,7 @@ def tables(records: list[dict], claims: list[dict]) -> dict[str, str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     cores = os.cpu_count() or 1
     parser.add_argument("--threads", type=int, nargs="+", default=[cores, 1] if cores > 1 else [1])
     parser.add_argument("--rounds", type=int, default=5)

@@ -28,7 +28,7 @@ MODELS = ["wifi-mamba", "wifi-petr"]
 
 
 def exponent(lengths: list[int], ms: list[float], min_len: int = 0) -> float:
-    pts = [(l, m) for l, m in zip(lengths, ms, strict=False) if l >= min_len]
+    pts = [(length, m) for length, m in zip(lengths, ms, strict=False) if length >= min_len]
     slope, _ = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
     return float(slope)
 
@@ -65,12 +65,14 @@ def main() -> None:
     ms = {c: median(v) for c, v in times.items()}
     rows = [[length] + [f"{ms[(n, length)]:.2f}" for n in MODELS]
             + [f"{ms[(MODELS[1], length)] / ms[(MODELS[0], length)]:.2f}"] for length in lengths]
-    fits = {n: {"all": exponent(lengths, [ms[(n, l)] for l in lengths]),
-                "L>=200": exponent(lengths, [ms[(n, l)] for l in lengths], 200)} for n in MODELS}
+    fits = {n: {"all": exponent(lengths, [ms[(n, length)] for length in lengths]),
+                "L>=200": exponent(lengths, [ms[(n, length)] for length in lengths], 200)}
+            for n in MODELS}
     params = {n: sum(p.numel() for p in m.parameters()) for n, m in models.items()}
     table = markdown_table(["packets L"] + [f"{n} ms" for n in MODELS] + ["petr / mamba"], rows)
     fit_table = markdown_table(["model", "params", "exponent (all L)", "exponent (L >= 200)"],
-                               [[n, f"{params[n]:,}", f"{fits[n]['all']:.2f}", f"{fits[n]['L>=200']:.2f}"]
+                               [[n, f"{params[n]:,}", f"{fits[n]['all']:.2f}",
+                                 f"{fits[n]['L>=200']:.2f}"]
                                 for n in MODELS])
     print(table)
     print()
@@ -80,7 +82,7 @@ def main() -> None:
                      "cpu_count": os.cpu_count()},
         "machine_load": {"loadavg_1min_at_round_start": loads, "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
-        "latency_ms": {n: {str(l): ms[(n, l)] for l in lengths} for n in MODELS},
+        "latency_ms": {n: {str(length): ms[(n, length)] for length in lengths} for n in MODELS},
         "exponents": fits, "params": params, "tables": {"latency": table, "fits": fit_table},
     })
 

@@ -83,7 +83,8 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     return Checkpoint(path, entry, variant, dict(info["config"]), info.get("metrics", {}), info)
 
 
-def load_checkpoint(path: str | Path, expect_entry: str | None = None) -> tuple[nn.Module, Checkpoint]:
+def load_checkpoint(path: str | Path,
+                    expect_entry: str | None = None) -> tuple[nn.Module, Checkpoint]:
     """Rebuild the module from the sidecar and load its weights (checksum verified first)."""
     from safetensors import SafetensorError
     from safetensors.torch import load
@@ -104,17 +105,20 @@ def load_checkpoint(path: str | Path, expect_entry: str | None = None) -> tuple[
     if missing or unexpected:
         raise UsageError(f"checkpoint {ckpt.path} does not fit model '{ckpt.model_name}': "
                          f"{len(missing)} missing and {len(unexpected)} unexpected tensors"
-                         + (f" (e.g. {(missing or unexpected)[0]})" if missing or unexpected else ""))
+                         + (f" (e.g. {(missing or unexpected)[0]})" if missing or unexpected
+                            else ""))
     try:
         model.load_state_dict(state, strict=True)
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[-1].strip()
-        raise UsageError(f"checkpoint {ckpt.path} does not fit model '{ckpt.model_name}': {first}") from exc
+        raise UsageError(f"checkpoint {ckpt.path} does not fit model '{ckpt.model_name}': "
+                         f"{first}") from exc
     return model.eval(), ckpt
 
 
 def _config_overrides(ckpt: Checkpoint) -> dict[str, Any]:
-    """Sidecar config keys that differ from the variant's defaults (JSON turns tuples into lists)."""
+    """Sidecar config keys that differ from the variant's defaults (JSON turns tuples into
+    lists)."""
     base = ckpt.entry.config_for(ckpt.variant)
     return {k: v for k, v in ckpt.config.items() if k in base and _norm(base[k]) != _norm(v)}
 

@@ -82,4 +82,5 @@ def provenance(**extra: Any) -> dict[str, Any]:
 
 def report_document(kind: str, body: dict[str, Any], **extra: Any) -> dict[str, Any]:
     """A versioned JSON report: ``{"schema": ..., "kind": ..., "provenance": ..., **body}``."""
-    return {"schema_version": SCHEMA_VERSION, "kind": kind, "provenance": provenance(**extra), **body}
+    return {"schema_version": SCHEMA_VERSION, "kind": kind, "provenance": provenance(**extra),
+            **body}

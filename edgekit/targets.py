@@ -1,4 +1,5 @@
-"""What a command's TARGET names: a registry model, a checkpoint, an artifact folder, an .onnx file."""
+"""What a command's TARGET names: a registry model, a checkpoint, an artifact folder, an .onnx
+file."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -64,7 +65,8 @@ def load_model_source(target: str, deploy: bool = True) -> ModelSource:
         source = ModelSource(model, ckpt.entry, ckpt.variant, ckpt)
     elif looks_like_path(target) and not Path(target).exists():
         raise UsageError(f"{target} does not exist",
-                         hint=f"give a checkpoint, an artifact folder or a model: {', '.join(all_names())}")
+                         hint="give a checkpoint, an artifact folder or a model: "
+                              f"{', '.join(all_names())}")
     else:
         entry, variant = split_name(target)
         source = ModelSource(entry.build(variant).eval(), entry, variant)

@@ -98,7 +98,8 @@ def load_samples(path: str | Path, count: int | None = None) -> CalibrationSampl
     arrays, _ = load_arrays(path)
     lengths = {len(a) for a in arrays.values()}
     if len(lengths) != 1:
-        raise UsageError(f"{path}: calibration inputs have different sample counts {sorted(lengths)}")
+        raise UsageError(f"{path}: calibration inputs have different sample counts "
+                         f"{sorted(lengths)}")
     if count is not None:
         arrays = {k: v[:count] for k, v in arrays.items()}
     n = len(next(iter(arrays.values())))
@@ -135,7 +136,8 @@ class CalibrationBatcher:
         """Batch ``index``: sample rows ``index*B .. index*B+B-1``, cycling past the end."""
         if not 0 <= index < self.num_batches:
             raise IndexError(f"batch {index} of {self.num_batches}")
-        rows = np.arange(index * self.batch_size, (index + 1) * self.batch_size) % self.samples.count
+        rows = (np.arange(index * self.batch_size, (index + 1) * self.batch_size)
+                % self.samples.count)
         return {k: np.ascontiguousarray(v[rows]) for k, v in self.samples.arrays.items()}
 
     def next_batch(self) -> dict[str, np.ndarray] | None:
@@ -188,7 +190,8 @@ def write_calibration_cache(path: str | Path, data: bytes) -> Path:
 
 
 def cache_calibrator(data: bytes) -> str | None:
-    """Which calibrator wrote a cache ("entropy", "minmax"), from its first line; None if unknown."""
+    """Which calibrator wrote a cache ("entropy", "minmax"), from its first line; None if
+    unknown."""
     first = data.split(b"\n", 1)[0].decode("ascii", "replace")
     return next((k for k, tag in _CACHE_TAGS.items() if first.endswith(tag)), None)
 

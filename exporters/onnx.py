@@ -84,7 +84,8 @@ def _simplify_and_check(path: Path) -> str:
     try:
         onnx.checker.check_model(str(path), full_check=True)
     except onnx.checker.ValidationError as exc:
-        raise CheckFailed(f"onnx.checker rejected the exported graph: {str(exc).splitlines()[0]}") from exc
+        raise CheckFailed(f"onnx.checker rejected the exported graph: "
+                          f"{str(exc).splitlines()[0]}") from exc
     return f"onnxslim {onnxslim.__version__}"
 
 
@@ -126,9 +127,12 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
                 actual.setdefault(name, []).append(ort_out[name])
     flat_a = {n: np.concatenate([a.ravel() for a in v]) for n, v in actual.items()}
     flat_r = {n: np.concatenate([r.ravel() for r in v]) for n, v in reference.items()}
-    shapes_ok = all(a.shape == r.shape for n in actual for a, r in zip(actual[n], reference[n], strict=False))
+    shapes_ok = all(a.shape == r.shape
+                    for n in actual for a, r in zip(actual[n], reference[n], strict=False))
     if not shapes_ok:
-        first = next(n for n in actual if any(a.shape != r.shape for a, r in zip(actual[n], reference[n], strict=False)))
+        first = next(n for n in actual
+                     if any(a.shape != r.shape
+                            for a, r in zip(actual[n], reference[n], strict=False)))
         raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
     return compare_outputs(flat_a, flat_r, atol, rtol, against="torch",
                            inputs=f"entry example inputs, batch {', '.join(map(str, batches))}")

@@ -76,7 +76,8 @@ def torch_outputs(source: ModelSource, inputs: dict[str, np.ndarray]) -> dict[st
     with torch.inference_mode():
         out = source.model.eval()(*tensors)
     outs = out if isinstance(out, (tuple, list)) else (out,)
-    return {name: o.detach().float().cpu().numpy() for name, o in zip(task.output_names, outs, strict=False)}
+    return {name: o.detach().float().cpu().numpy()
+            for name, o in zip(task.output_names, outs, strict=False)}
 
 
 def make_reference(source: ModelSource, batch: int) -> Reference:
@@ -103,8 +104,10 @@ def reference_record(reference: Reference) -> dict[str, Any]:
     return {"file": REFERENCE_FILE, "batch": reference.batch,
             "inputs": f"entry example inputs (uniform [0, 1), seed {REFERENCE_SEED})",
             "outputs": "PyTorch FP32 eager on CPU",
-            "shapes": {**{f"{INPUT_PREFIX}{k}": list(v.shape) for k, v in reference.inputs.items()},
-                       **{f"{OUTPUT_PREFIX}{k}": list(v.shape) for k, v in reference.outputs.items()}}}
+            "shapes": {**{f"{INPUT_PREFIX}{k}": list(v.shape)
+                          for k, v in reference.inputs.items()},
+                       **{f"{OUTPUT_PREFIX}{k}": list(v.shape)
+                          for k, v in reference.outputs.items()}}}
 
 
 # -- validating an artifact against its reference -------------------------------------------------

@@ -113,8 +113,10 @@ class ShapeRange:
         if not len(self.min) == len(self.opt) == len(self.max):
             raise UsageError(f"input '{self.name}': --min-shape, --opt-shape and --max-shape "
                              f"have different numbers of dimensions "
-                             f"({_fmt_dims(self.min)}, {_fmt_dims(self.opt)}, {_fmt_dims(self.max)})")
-        if not all(lo <= mid <= hi for lo, mid, hi in zip(self.min, self.opt, self.max, strict=False)):
+                             f"({_fmt_dims(self.min)}, {_fmt_dims(self.opt)}, "
+                             f"{_fmt_dims(self.max)})")
+        if not all(lo <= mid <= hi
+                   for lo, mid, hi in zip(self.min, self.opt, self.max, strict=False)):
             raise UsageError(f"input '{self.name}': need min <= opt <= max in every dimension, got "
                              f"{_fmt_dims(self.min)}, {_fmt_dims(self.opt)}, {_fmt_dims(self.max)}")
 
@@ -312,7 +314,8 @@ def calibration_shapes(ranges: Sequence[ShapeRange], inputs: Sequence[dict[str, 
                              hint=f"it has {', '.join(samples.arrays)}")
         sample = tuple(samples.arrays[inp["name"]].shape[1:])
         dims = list(inp["shape"])[1:]
-        if len(sample) != len(dims) or any(not _dynamic(d) and d != s for d, s in zip(dims, sample, strict=False)):
+        if len(sample) != len(dims) or any(not _dynamic(d) and d != s
+                                           for d, s in zip(dims, sample, strict=False)):
             raise UsageError(f"calibration samples of '{inp['name']}' have shape "
                              f"{_fmt_dims(sample)}; the model takes {_fmt_dims(inp['shape'])}")
         shapes[inp["name"]] = (batch, *sample)
@@ -371,7 +374,8 @@ def render_command(args: Sequence[str]) -> str:
 
 
 def check_precision_supported(tensorrt_version: str, precision: str) -> None:
-    if precision != "fp32" and tensorrt_version_tuple(tensorrt_version)[0] > LAST_IMPLICIT_PRECISION_MAJOR:
+    if (precision != "fp32"
+            and tensorrt_version_tuple(tensorrt_version)[0] > LAST_IMPLICIT_PRECISION_MAJOR):
         raise UsageError(
             f"TensorRT {tensorrt_version} builds strongly typed networks only: --precision "
             f"{precision} needs the builder flags and INT8 calibrators that TensorRT 11 removed",
@@ -501,7 +505,8 @@ def build_engine(onnx_path: Path, build: EngineBuildConfig, ranges: Sequence[Sha
     if serialized is None:
         errors = logger.errors()
         raise CheckFailed(f"TensorRT could not build a {build.precision} engine from "
-                          f"{onnx_path.name}: {errors[-1].splitlines()[0] if errors else 'no reason given'}")
+                          f"{onnx_path.name}: "
+                          f"{errors[-1].splitlines()[0] if errors else 'no reason given'}")
     saved = bytes(config.get_timing_cache().serialize())
     atomic_write_bytes(timing_path, saved)
     calibration = None
@@ -536,7 +541,8 @@ def _validate_engine(engine_path: Path, artifact: Artifact, ranges: Sequence[Sha
         return None, f"{artifact.folder} has no {REFERENCE_FILE} (exported by an older edgekit)"
     reference = load_reference(ref_path)
     by_name = {r.name: r for r in ranges}
-    outside = [n for n, a in reference.inputs.items() if n in by_name and not by_name[n].contains(a.shape)]
+    outside = [n for n, a in reference.inputs.items()
+               if n in by_name and not by_name[n].contains(a.shape)]
     if outside:
         return None, (f"the reference input ({_fmt_dims(reference.inputs[outside[0]].shape)}) lies "
                       f"outside the engine's shape range")
@@ -590,7 +596,8 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
             files[CALIBRATION_CACHE_FILE] = file_record(staging / CALIBRATION_CACHE_FILE)
         report, note = _validate_engine(staging / ENGINE_FILE, artifact, ranges, atol, rtol)
         if report is not None and not report.passed:
-            raise ValidationFailed(report, f"TensorRT {build.precision} engine of {artifact.source_name}")
+            raise ValidationFailed(report, f"TensorRT {build.precision} engine of "
+                                           f"{artifact.source_name}")
         manifest = {
             "schema_version": MANIFEST_SCHEMA,
             "format": "tensorrt",

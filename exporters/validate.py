@@ -44,7 +44,8 @@ class OutputComparison:
         if self.shape != self.reference_shape:
             return f"{mark} {self.name}: shape {self.shape} != reference {self.reference_shape}"
         return (f"{mark} {self.name}: max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} "
-                f"(atol {self.atol:g}, rtol {self.rtol:g}; {self.mismatched}/{self.elements} outside)")
+                f"(atol {self.atol:g}, rtol {self.rtol:g}; "
+                f"{self.mismatched}/{self.elements} outside)")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ def assert_one_line_error(proc, code, *fragments):
 
 
 def test_unknown_model_lists_valid_names(tmp_path):
-    assert_one_line_error(run("export", "resnet9000", cwd=tmp_path), 2, "unknown model", "ds-cnn:wide")
+    assert_one_line_error(run("export", "resnet9000", cwd=tmp_path), 2, "unknown model",
+                          "ds-cnn:wide")
     assert os.listdir(tmp_path) == []
 
 
@@ -74,7 +75,8 @@ def test_missing_and_corrupt_onnx(tmp_path):
 
 def test_wrong_data_shape(tmp_path):
     np.savez(tmp_path / "d.npz", x=np.zeros((30, 3, 8, 8), np.float32), y=np.zeros(30, np.int64))
-    proc = run("train", "mlp", "--data", str(tmp_path / "d.npz"), "-o", str(tmp_path / "m.safetensors"))
+    proc = run("train", "mlp", "--data", str(tmp_path / "d.npz"),
+               "-o", str(tmp_path / "m.safetensors"))
     assert_one_line_error(proc, 2, "(3, 8, 8)", "(1, 8, 8)")
     assert not (tmp_path / "m.safetensors").exists()
 

@@ -130,7 +130,8 @@ def test_fp16_bundle_from_an_onnx_artifact(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert sorted(p.name for p in (tmp_path / "b").iterdir()) == [
         "README.md", "manifest.json", "model.onnx", "reference.npz"]
-    assert (tmp_path / "b" / "model.onnx").read_bytes() == (tmp_path / "art" / "model.onnx").read_bytes()
+    assert ((tmp_path / "b" / "model.onnx").read_bytes()
+            == (tmp_path / "art" / "model.onnx").read_bytes())
     commands = readme_commands((tmp_path / "b" / "README.md").read_text())
     _, build = parse_command(commands[0])
     assert build["precision"] == "fp16" and build["workspace"] == 256 and build["min_shape"] == ()
@@ -138,7 +139,8 @@ def test_fp16_bundle_from_an_onnx_artifact(tmp_path):
     assert prof["batch"] == 1 and not prof["cuda_graph"]
     assert commands[4] == ["trtexec", "--onnx=model.onnx", "--saveEngine=trtexec.engine", "--fp16",
                            "--memPoolSize=workspace:256M", "--timingCacheFile=timing.cache"]
-    assert commands[5][:2] == ["trtexec", "--loadEngine=trtexec.engine"] and "--shapes" not in " ".join(commands[5])
+    assert (commands[5][:2] == ["trtexec", "--loadEngine=trtexec.engine"]
+            and "--shapes" not in " ".join(commands[5]))
 
 
 def test_bundle_with_a_calibration_cache(tmp_path):
@@ -162,7 +164,8 @@ def test_bundle_with_a_calibration_cache(tmp_path):
 @pytest.mark.parametrize("args, fragment", [
     (["mlp:small", "--precision", "fp16"], "apply to --to tensorrt and --to jetson-bundle"),
     (["mlp:small", "--to", "jetson-bundle", "--calibrator", "minmax"], "apply to --precision int8"),
-    (["mlp:small", "--to", "tensorrt", "--cuda-graph"], "--cuda-graph applies to --to jetson-bundle"),
+    (["mlp:small", "--to", "tensorrt", "--cuda-graph"],
+     "--cuda-graph applies to --to jetson-bundle"),
     (["mlp:small", "--to", "jetson-bundle", "--timing-cache", "t.cache"], "--timing-cache applies"),
     (["mlp:small", "--to", "jetson-bundle", "--min-shape", "input:1x1x8x8"], "together"),
     (["mlp:small", "--to", "jetson-bundle", "--opt-shape", "input:4x1x8x8"], "fixed at 1"),

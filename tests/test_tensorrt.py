@@ -136,7 +136,8 @@ def test_calibration_shapes_follow_the_model_batch():
     samples = _samples()
     assert calibration_shapes(resolve_profile((), STATIC_INPUT), STATIC_INPUT, samples, None) == (
         1, {"input": (1, 1, 8, 8)})
-    assert calibration_shapes(resolve_profile((), DYNAMIC_INPUT), DYNAMIC_INPUT, samples, None)[0] == 32
+    assert calibration_shapes(resolve_profile((), DYNAMIC_INPUT), DYNAMIC_INPUT, samples,
+                              None)[0] == 32
     assert calibration_shapes(resolve_profile((), DYNAMIC_INPUT), DYNAMIC_INPUT, samples, 4) == (
         4, {"input": (4, 1, 8, 8)})
     with pytest.raises(UsageError, match="fixed batch of 1"):
@@ -261,8 +262,8 @@ def test_configure_builder_dla_and_version_limits():
     assert config.default_device_type == "DLA" and config.DLA_core == 1
     assert ("set_flag", ("GPU_FALLBACK",)) in _names(config)
     with pytest.raises(UsageError, match="has 0 DLA cores.*Orin"):
-        configure_builder(trt, _Builder(0), _Config(), EngineBuildConfig(precision="int8", dla_core=0),
-                          (), False)
+        configure_builder(trt, _Builder(0), _Config(),
+                          EngineBuildConfig(precision="int8", dla_core=0), (), False)
     with pytest.raises(UsageError, match="TensorRT 11.0.0 builds strongly typed.*tensorrt>=10,<11"):
         configure_builder(_fake_trt("11.0.0"), _Builder(), _Config(),
                           EngineBuildConfig(precision="fp16"), (), False)
@@ -353,11 +354,12 @@ def test_trt_calibrator_feeds_batches_and_the_cache(tmp_path):
         make_trt_calibrator(_fake_trt(), "percentile", batcher, None)
 
 
-# -- the runner's bindings --------------------------------------------------------------------------
+# -- the runner's bindings -------------------------------------------------------------------------
 
 
 def test_resolve_input_shapes_checks_the_engine_profile():
-    specs = [IOSpec("input", True, np.dtype(np.float32), (-1, 1, 8, 8), (1, 1, 8, 8), (32, 1, 8, 8)),
+    specs = [IOSpec("input", True, np.dtype(np.float32), (-1, 1, 8, 8), (1, 1, 8, 8),
+                    (32, 1, 8, 8)),
              IOSpec("logits", False, np.dtype(np.float32), (-1, 10))]
     x = np.zeros((4, 1, 8, 8), np.float32)
     assert resolve_input_shapes(specs, {"input": x}) == {"input": (4, 1, 8, 8)}
@@ -399,7 +401,8 @@ def test_missing_tensorrt_and_gpu_are_one_line(monkeypatch):
 @no_trt_here
 def test_export_to_tensorrt_fails_at_once_without_tensorrt(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(cli, ["export", "mlp:small", "--to", "tensorrt", "--precision", "fp16"])
+    result = CliRunner().invoke(cli, ["export", "mlp:small", "--to", "tensorrt",
+                                      "--precision", "fp16"])
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("edgekit: error: ")
@@ -420,7 +423,8 @@ def test_export_with_tensorrt_but_no_gpu(tmp_path, monkeypatch):
 
 def test_onnxruntime_providers():
     assert execution_providers("cpu", ["CPUExecutionProvider"]) == ["CPUExecutionProvider"]
-    with pytest.raises(UsageError, match="no CUDAExecutionProvider.*available: CPUExecutionProvider"):
+    with pytest.raises(UsageError,
+                       match="no CUDAExecutionProvider.*available: CPUExecutionProvider"):
         execution_providers("cuda", ["CPUExecutionProvider"])
     with pytest.raises(UnknownNameError, match="cpu, cuda, tensorrt"):
         execution_providers("rocm", ["CPUExecutionProvider"])
@@ -519,7 +523,8 @@ def test_engine_build_validate_profile_on_gpu(tmp_path):
     for precision in ("fp32", "fp16", "int8"):
         build = EngineBuildConfig(precision=precision, shapes=ranges, calib_samples=64,
                                   calib_cache=tmp_path / "calib.cache")
-        samples = samples_for_artifact(onnx.folder, onnx.manifest, None, 64) if precision == "int8" else None
+        samples = (samples_for_artifact(onnx.folder, onnx.manifest, None, 64)
+                   if precision == "int8" else None)
         result = export_tensorrt(onnx, tmp_path / precision, build, calibration=samples)
         assert result.validation is not None and result.validation.passed
         m = result.manifest
@@ -527,7 +532,8 @@ def test_engine_build_validate_profile_on_gpu(tmp_path):
         assert m["built_on"]["gpu"] and m["tensorrt"]["build_s"] > 0
         _, report, _ = validate_artifact(tmp_path / precision, "onnxruntime")
         assert report.outputs[0].elements > 0
-    assert (tmp_path / "calib.cache").is_file() and (tmp_path / "int8" / "calibration.cache").is_file()
+    assert ((tmp_path / "calib.cache").is_file()
+            and (tmp_path / "int8" / "calibration.cache").is_file())
     plan = TimingPlan(warmup_s=0.0, iterations=20)
     for graph in (False, True):
         report = profile(str(tmp_path / "fp16"),

@@ -85,7 +85,8 @@ def test_validate_cli_exit_codes_lines_and_json(onnx_artifact, tmp_path):
     runner = CliRunner()
     ok = runner.invoke(cli, ["validate", str(folder), "--json", str(tmp_path / "v.json")])
     assert ok.exit_code == 0, ok.output
-    assert "[✓] logits" in ok.stdout and "p99 rel" in ok.stdout and "the export's tolerance" in ok.stdout
+    assert ("[✓] logits" in ok.stdout and "p99 rel" in ok.stdout
+            and "the export's tolerance" in ok.stdout)
     doc = json.loads((tmp_path / "v.json").read_text())
     assert doc["kind"] == "validate" and doc["passed"] and doc["precision"] == "fp32"
     assert doc["outputs"][0]["atol"] == 1e-4 and "p95_abs" in doc["outputs"][0]

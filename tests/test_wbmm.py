@@ -64,7 +64,8 @@ def randomize(module: nn.Module, seed: int = 0) -> nn.Module:
         for m in module.modules():
             if isinstance(m, nn.BatchNorm2d):
                 rand(m.running_mean, 0.5)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen, dtype=F64) * 2 + 0.2)
+                m.running_var.copy_(
+                    torch.rand(m.running_var.shape, generator=gen, dtype=F64) * 2 + 0.2)
                 rand(m.weight, 0.5, 1.0)
                 rand(m.bias, 0.3)
         for name, p in module.named_parameters():
@@ -150,7 +151,8 @@ def test_operator_deploy_forms_equal_the_training_form(small_kernels, size):
         cached.to_deploy("compact")
 
 
-@pytest.mark.parametrize("token,small_kernels", [("W", False), ("W", True), ("D", False), (13, False)])
+@pytest.mark.parametrize("token,small_kernels",
+                         [("W", False), ("W", True), ("D", False), (13, False)])
 def test_block_reparameterisation_is_exact(token, small_kernels):
     block = randomize(Block(8, token, (4, 4), small_kernels).to(F64), seed=3).eval()
     x = torch.randn(2, 8, 8, 10, dtype=F64)  # a padded stage: 8x10 in 4x4 windows

@@ -55,7 +55,7 @@ class Runner(ABC):
         self.synchronize()
         return self._to_host(out)
 
-    def synchronize(self) -> None:
+    def synchronize(self) -> None:  # noqa: B027  (optional hook; no-op unless overridden)
         """Wait for queued work; a no-op on synchronous CPU backends."""
 
     def describe(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +21,7 @@ from edgekit.errors import UnknownNameError, UsageError
 from edgekit.optional import ONNXRUNTIME, require
 from edgekit.paths import edgekit_home
 
-ProviderEntry = Union[str, tuple[str, dict[str, Any]]]
+ProviderEntry = str | tuple[str, dict[str, Any]]
 PROVIDERS = {"cpu": "CPUExecutionProvider", "cuda": "CUDAExecutionProvider",
              "tensorrt": "TensorrtExecutionProvider"}
 
@@ -129,7 +129,8 @@ class OnnxRuntimeRunner(Runner):
             return self.session.run(self.output_names, prepared)
         except Exception as exc:  # shape / dtype mismatches surface here as ORT errors
             first = str(exc).strip().splitlines()[0]
-            raise UsageError(f"ONNX Runtime rejected the inputs for {self.path.name}: {first}") from exc
+            raise UsageError(f"ONNX Runtime rejected the inputs for {self.path.name}: "
+                             f"{first}") from exc
 
     def _to_host(self, out: list[np.ndarray]) -> Feed:
         return dict(zip(self.output_names, out, strict=False))

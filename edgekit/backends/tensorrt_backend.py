@@ -52,7 +52,8 @@ def require_tensorrt() -> Any:
     if tensorrt_version_tuple(version) < MIN_TENSORRT:
         raise MissingDependencyError(
             f"TensorRT {version} is too old: edgekit needs 8.5 or newer (JetPack 5.1 or later)",
-            hint="upgrade JetPack or TensorRT, or use trtexec with the commands of --to jetson-bundle")
+            hint="upgrade JetPack or TensorRT, or use trtexec with the commands of "
+                 "--to jetson-bundle")
     return trt
 
 
@@ -187,7 +188,8 @@ class TensorRTRunner(Runner):
         if self.engine is None:
             raise UsageError(f"TensorRT {trt.__version__} cannot load {self.engine_path}",
                              hint="engines run only on the GPU model and TensorRT version that "
-                                  "built them: rebuild it here with 'edgekit export ... --to tensorrt'")
+                                  "built them: rebuild it here with "
+                                  "'edgekit export ... --to tensorrt'")
         self.context = self.engine.create_execution_context()
         self.specs = engine_io_specs(trt, self.engine)
         self.input_names = [s.name for s in self.specs if s.is_input]
@@ -216,7 +218,8 @@ class TensorRTRunner(Runner):
             host_out[name] = torch.empty(shape, dtype=dtype, pin_memory=True)
             self.context.set_tensor_address(name, device_out[name].data_ptr())
         events = [torch.cuda.Event(enable_timing=True) for _ in range(4)]
-        buffers = sum(t.numel() * t.element_size() for t in (*device_in.values(), *device_out.values()))
+        buffers = sum(t.numel() * t.element_size()
+                      for t in (*device_in.values(), *device_out.values()))
         bound = _Bound(host_in, device_in, device_out, host_out, events, None, buffers, shapes)
         if self.cuda_graph:
             bound.graph = self._capture_graph()
@@ -236,7 +239,8 @@ class TensorRTRunner(Runner):
         warn and run without one, saying so in ``describe``."""
         torch = self._torch
         try:
-            self._enqueue()  # TensorRT allocates lazily on the first enqueue; keep that out of the graph
+            # TensorRT allocates lazily on the first enqueue; keep that out of the graph
+            self._enqueue()
             self.stream.synchronize()
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=self.stream):
@@ -244,7 +248,8 @@ class TensorRTRunner(Runner):
             self.graph_status = "on"
             return graph
         except Exception as exc:  # capture fails for engines with host-side work (some plugins)
-            self.graph_status = f"off (capture failed: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            self.graph_status = f"off (capture failed: {reason})"
             warnings.warn(f"CUDA graph capture failed, running without: {exc}", stacklevel=2)
             return None
 
@@ -289,7 +294,8 @@ class TensorRTRunner(Runner):
         return {"backend": self.name, "engine": str(self.engine_path),
                 "tensorrt": getattr(trt, "__version__", None), **getattr(self, "gpu", {}),
                 "cuda_graph": self.graph_status if self.cuda_graph else "off",
-                "timing": "CUDA events per phase (h2d, compute, d2h) on one stream, pinned host memory",
+                "timing": "CUDA events per phase (h2d, compute, d2h) on one stream, "
+                          "pinned host memory",
                 "gpu_memory": dict(self._memory)}
 
 

@@ -1,4 +1,5 @@
-"""``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine or a Jetson bundle."""
+"""``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine or a Jetson
+bundle."""
 from __future__ import annotations
 
 from typing import Any
@@ -41,7 +42,8 @@ def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -
             raise UsageError(f"{', '.join(extra)} apply to --precision int8")
     if fmt == "tensorrt" and values["cuda_graph"]:
         raise UsageError("--cuda-graph applies to --to jetson-bundle (its profiling commands); "
-                         "for an engine use 'edgekit profile ENGINE --backend tensorrt --cuda-graph'")
+                         "for an engine use "
+                         "'edgekit profile ENGINE --backend tensorrt --cuda-graph'")
     if fmt == "jetson-bundle" and values["timing_cache"]:
         raise UsageError("--timing-cache applies to --to tensorrt; a bundle keeps its timing "
                          "cache beside the model on the device")
@@ -103,7 +105,8 @@ def _echo(line: str) -> None:
 @click.option("--cuda-graph", is_flag=True,
               help="Jetson bundle: profile with CUDA graphs in the README's commands.")
 @click.option("-o", "--output", type=click.Path(file_okay=False),
-              help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, ./MODEL-jetson, ./MODEL-nir).")
+              help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, "
+                   "./MODEL-jetson, ./MODEL-nir).")
 def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
            output: str | None, **values: Any) -> None:
     """Export TARGET and validate it against PyTorch.
@@ -160,11 +163,13 @@ def _show_engine(result: Any) -> None:
     trt, built = m["tensorrt"], m["built_on"]
     if result.validation is not None:
         _print_validation(result.validation.lines())
-        console.print(f"validated against {result.validation.against} on {result.validation.inputs}")
+        console.print(f"validated against {result.validation.against} on "
+                      f"{result.validation.inputs}")
     else:
         console.print(f"[yellow]not validated:[/yellow] {result.note}")
     cache = "reused" if trt["timing_cache"]["reused"] else "new"
-    console.print(f"TensorRT {trt['version']} on {built['gpu']} (sm {built['compute_capability']}), "
+    console.print(f"TensorRT {trt['version']} on {built['gpu']} "
+                  f"(sm {built['compute_capability']}), "
                   f"built in {trt['build_s']:.1f} s, timing cache {cache}, "
                   f"{m['files'][m['model_file']]['bytes'] / 1024:.1f} KiB")
     console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")

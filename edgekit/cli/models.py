@@ -20,7 +20,8 @@ def _si(value: float) -> str:
 
 @click.command("models")
 @click.option("--family", help="Only entries of this method family.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the list as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the list as JSON.")
 def models(family: str | None, json_path: str | None) -> None:
     """List registry entries and their variants."""
     table = Table(title="edgekit models", header_style="bold")

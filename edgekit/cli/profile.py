@@ -37,24 +37,26 @@ def render_profile(report: dict[str, Any]) -> Table:
                               f"in {report['timed_s']:.2f} s")
     table.add_row("creation", f"{report['creation_s'] * 1e3:.1f} ms")
     table.add_row("first inference", f"{report['first_inference_ms']:.3f} ms")
-    table.add_row("latency (ms)", f"min {lat['min']:.3f}  mean {lat['mean']:.3f}  p50 {lat['p50']:.3f}  "
-                                  f"p90 {lat['p90']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f}  "
-                                  f"max {lat['max']:.3f}")
+    table.add_row("latency (ms)",
+                  f"min {lat['min']:.3f}  mean {lat['mean']:.3f}  p50 {lat['p50']:.3f}  "
+                  f"p90 {lat['p90']:.3f}  p95 {lat['p95']:.3f}  p99 {lat['p99']:.3f}  "
+                  f"max {lat['max']:.3f}")
     for phase, st in report.get("phases_ms", {}).items():
         table.add_row(f"  {phase.replace('_', '-')} (ms)",
                       f"min {st['min']:.3f}  mean {st['mean']:.3f}  p50 {st['p50']:.3f}  "
                       f"p90 {st['p90']:.3f}  p99 {st['p99']:.3f}  max {st['max']:.3f}")
     gpu_mem = report["backend"].get("gpu_memory")
     if gpu_mem:
-        table.add_row("GPU memory", f"engine {gpu_mem['engine_device_memory_bytes'] / 2**20:.1f} MiB, "
-                                    f"buffers {gpu_mem['io_buffers_bytes'] / 2**10:.1f} KiB, device "
-                                    f"+{gpu_mem['device_used_increase_bytes'] / 2**20:.1f} MiB")
+        table.add_row("GPU memory",
+                      f"engine {gpu_mem['engine_device_memory_bytes'] / 2**20:.1f} MiB, "
+                      f"buffers {gpu_mem['io_buffers_bytes'] / 2**10:.1f} KiB, device "
+                      f"+{gpu_mem['device_used_increase_bytes'] / 2**20:.1f} MiB")
     thr = report["throughput"]
     table.add_row("throughput", f"{thr['inferences_per_s']:.1f} inferences/s, "
                                 f"{thr['samples_per_s']:.1f} samples/s")
     mem = report["memory"]
-    table.add_row("memory", f"peak RSS {mem['peak_rss_mib']:.1f} MiB (+{mem['increase_mib']:.1f} MiB), "
-                            f"{mem['method']}")
+    table.add_row("memory", f"peak RSS {mem['peak_rss_mib']:.1f} MiB "
+                            f"(+{mem['increase_mib']:.1f} MiB), {mem['method']}")
     size = report["model_size"]
     table.add_row("model size", f"{size['bytes'] / 1024:.1f} KiB ({size['source']})")
     comp = report["compute"]
@@ -63,8 +65,8 @@ def render_profile(report: dict[str, Any]) -> Table:
         peak = (f"{share * 100:.2f}% of peak {_fmt_flops(comp['peak_flops_per_s'])}" if share
                 else comp.get("note", "no peak figure"))
         table.add_row("compute", f"{comp['params']:,} params, {comp['flops_per_sample'] / 1e6:.3f} "
-                                 f"MFLOPs/sample, achieved {_fmt_flops(comp['achieved_flops_per_s'])} "
-                                 f"({peak})")
+                                 f"MFLOPs/sample, achieved "
+                                 f"{_fmt_flops(comp['achieved_flops_per_s'])} ({peak})")
     en = report["energy"]
     if "energy_per_inference_j" in en:
         table.add_row("energy", f"{en['energy_per_inference_j'] * 1e3:.4f} mJ/inference, "
@@ -85,7 +87,8 @@ def render_profile(report: dict[str, Any]) -> Table:
                                                  for s in list_backends() if s.providers)
               + ". Default: cpu.")
 @click.option("--cuda-graph", is_flag=True,
-              help="TensorRT: replay the engine from a captured CUDA graph (trtexec --useCudaGraph).")
+              help="TensorRT: replay the engine from a captured CUDA graph "
+                   "(trtexec --useCudaGraph).")
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--batch", type=COUNT, default=1, show_default=True)
 @click.option("--threads", type=COUNT, help="Intra-op threads (default: all usable cores).")
@@ -96,7 +99,8 @@ def render_profile(report: dict[str, Any]) -> Table:
               help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the report as JSON.")
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,
             iterations: int | None, energy: str, json_path: str | None) -> None:

@@ -23,7 +23,8 @@ from edgekit.training import train as run_training
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Checkpoint path (.safetensors); default ./MODEL.safetensors.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the metrics as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the metrics as JSON.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
           output: str | None, json_path: str | None) -> None:
     """Train MODEL and save a safetensors checkpoint.

@@ -37,7 +37,8 @@ def render_statistics(report: ValidationReport) -> Table:
               help="Absolute tolerance (default: the export's; at least 1e-2 for fp16 and 1e-1 "
                    "for int8 engines).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report as JSON.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+              help="Write the report as JSON.")
 def validate(target: str, against: str, atol: float | None, rtol: float | None,
              json_path: str | None) -> None:
     """Check an export against PyTorch, output by output.

@@ -1,4 +1,5 @@
-"""Compare models: their task metric (accuracy, MPJPE) on their dataset beside the profiler's efficiency figures.
+"""Compare models: their task metric (accuracy, MPJPE) on their dataset beside the profiler's
+efficiency figures.
 
 Each NAME is what the CLI's TARGET is: a registry name, trained once per config and dataset (a
 cached checkpoint); a checkpoint, used as it is; or an artifact folder, scored with the
@@ -71,7 +72,8 @@ def _row(name: str, settings: ProfileSettings, data: str | Path | None,
     }
 
 
-def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
+def compare(names: Sequence[str],
+            settings: ProfileSettings = ProfileSettings(),  # noqa: B008  (frozen dataclass)
             data: str | Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Rows for each name, checkpoint or artifact folder (in order) with ``pareto_latency`` /
     ``pareto_energy`` flags."""
@@ -89,7 +91,8 @@ def compare(names: Sequence[str], settings: ProfileSettings = ProfileSettings(),
     rows = [_row(n, settings, data, progress) for n in names]
     sign = 1.0 if task.higher_is_better else -1.0
     quality = [sign * r[task.metric] for r in rows]
-    for flag, key in (("pareto_latency", "latency_p50_ms"), ("pareto_energy", "energy_per_inference_j")):
+    for flag, key in (("pareto_latency", "latency_p50_ms"),
+                      ("pareto_energy", "energy_per_inference_j")):
         for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows]), strict=False):
             row[flag] = on_front
     sources = sorted({r["energy_source"] for r in rows})

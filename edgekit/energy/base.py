@@ -104,7 +104,7 @@ class EnergyMeter(ABC):
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
         """The window's measurement, after the final reading."""
 
-    def _close(self) -> None:
+    def _close(self) -> None:  # noqa: B027  (optional hook; no-op unless overridden)
         """Release the sensor (NVML handle); most sensors hold nothing."""
 
     # -- the window ---------------------------------------------------------------------------

@@ -3,4 +3,5 @@ from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.stats import LatencyStats, latency_stats, nearest_rank
 from edgekit.profiler.timing import TimingPlan
 
-__all__ = ["LatencyStats", "ProfileSettings", "TimingPlan", "latency_stats", "nearest_rank", "profile"]
+__all__ = ["LatencyStats", "ProfileSettings", "TimingPlan", "latency_stats", "nearest_rank",
+           "profile"]

@@ -300,7 +300,8 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
     n = len(samples)
     per_call_s = stats.p50 / 1e3
     precision = prepared.precision or settings.precision
-    compute: dict[str, Any] = {"params": prepared.params, "flops_per_sample": prepared.flops_per_sample,
+    compute: dict[str, Any] = {"params": prepared.params,
+                               "flops_per_sample": prepared.flops_per_sample,
                                "precision": precision}
     if prepared.flops_per_sample:
         achieved = prepared.flops_per_sample * settings.batch / per_call_s
@@ -335,7 +336,8 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
         "iterations": n,
         "timed_s": timed_s,
         "latency_ms": stats.to_dict(),
-        "throughput": {"inferences_per_s": n / timed_s, "samples_per_s": n * settings.batch / timed_s},
+        "throughput": {"inferences_per_s": n / timed_s,
+                       "samples_per_s": n * settings.batch / timed_s},
         "memory": mem.to_dict(),
         "model_size": {"bytes": prepared.size_bytes, "source": prepared.size_source},
         "compute": compute,

@@ -208,7 +208,8 @@ def spike_agreement(source: ModelSource, x: np.ndarray, *, eps: float = DEFAULT_
             logits_diff = max(logits_diff, float(np.abs(ort_out[0] - torch_out[0]).max()))
             predictions_differ += int((ort_out[0].argmax(-1) != torch_out[0].argmax(-1)).sum())
             disagree = [ort_out[1 + i] != torch_out[1 + i] for i in range(k)]
-            for i, (name, d, root) in enumerate(zip(probe.names, disagree, _roots(disagree), strict=False)):
+            for i, (name, d, root) in enumerate(zip(probe.names, disagree, _roots(disagree),
+                                                    strict=False)):
                 torch_tie = np.abs(torch_out[1 + k + i]) < eps
                 tie = torch_tie | (np.abs(ort_out[1 + k + i]) < eps)
                 stats[name] += [d.size, int(torch_out[1 + i].sum()), int(d.sum()),

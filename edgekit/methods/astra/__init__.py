@@ -1,7 +1,8 @@
 """ASTRA (methods.md §5): sequence-parallel Transformer inference with grouped-VQ token exchange.
 
 Importing this package registers ``astra-vit``. The runtime that runs the ranks as processes
-lives in ``edgekit.methods.astra.runtime``; ``partitioned_forward`` here is its single-process oracle.
+lives in ``edgekit.methods.astra.runtime``; ``partitioned_forward`` here is its single-process
+oracle.
 """
 from edgekit.methods.astra import entries  # noqa: F401  (registers astra-vit)
 from edgekit.methods.astra.gpt import AstraGPT, GPTConfig

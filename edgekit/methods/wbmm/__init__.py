@@ -1,4 +1,5 @@
-"""WBMM: windowed batch matrix multiplication backbones (methods.md §3); importing registers them."""
+"""WBMM: windowed batch matrix multiplication backbones (methods.md §3); importing registers
+them."""
 from edgekit.methods.wbmm import model  # noqa: F401
 from edgekit.methods.wbmm.model import (
                                        PAPER_CONFIGS,

@@ -231,7 +231,8 @@ class WBMMNet(nn.Module):
         """Switch to deploy form ``form`` in place (outputs equal the eval-mode training form)
         and record it in ``edgekit_cfg`` so a checkpoint of the result rebuilds this structure."""
         if form not in DEPLOY_FORMS:
-            raise UsageError(f"unknown deploy form '{form}'", hint=f"valid: {', '.join(DEPLOY_FORMS)}")
+            raise UsageError(f"unknown deploy form '{form}'",
+                             hint=f"valid: {', '.join(DEPLOY_FORMS)}")
         for stage in self.stages:
             for block in stage:
                 block.reparameterize(form)

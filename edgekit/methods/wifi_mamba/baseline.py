@@ -40,10 +40,12 @@ class PETRBaseline(nn.Module):
         cfg = self.cfg = PETRConfig(**config)
         self.input_norm = InputNorm(cfg.in_features // 2)
         self.embed = nn.Sequential(nn.Linear(cfg.in_features, cfg.dim), nn.LayerNorm(cfg.dim))
-        self.encoder = nn.ModuleList(EncoderLayer(cfg.dim, cfg.heads, cfg.ffn) for _ in range(cfg.enc_layers))
+        self.encoder = nn.ModuleList(EncoderLayer(cfg.dim, cfg.heads, cfg.ffn)
+                                     for _ in range(cfg.enc_layers))
         self.enc_norm = nn.LayerNorm(cfg.dim)
         self.queries = nn.Parameter(torch.randn(cfg.queries, cfg.dim) * 0.02)
-        self.decoder = nn.ModuleList(DecoderLayer(cfg.dim, cfg.heads, cfg.ffn) for _ in range(cfg.dec_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg.dim, cfg.heads, cfg.ffn)
+                                     for _ in range(cfg.dec_layers))
         self.head = PoseHead(cfg.dim)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -62,5 +64,6 @@ class PETRBaseline(nn.Module):
 
 CONFIGS = {
     "cpu": {},  # 1,415,595 parameters
-    "paper": {"dim": 256, "heads": 8, "enc_layers": 6, "dec_layers": 3, "queries": 100, "ffn": 2048},  # 12,869,163
+    "paper": {"dim": 256, "heads": 8, "enc_layers": 6, "dec_layers": 3, "queries": 100,
+              "ffn": 2048},  # 12,869,163
 }

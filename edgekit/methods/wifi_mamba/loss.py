@@ -34,5 +34,6 @@ def set_loss(poses: torch.Tensor, logits: torch.Tensor, gt: torch.Tensor, n_pers
     target[b_t, q_t] = 1.0
     weight = torch.full_like(logits, neg_weight)
     weight[b_t, q_t] = 1.0
-    cls_loss = F.binary_cross_entropy_with_logits(logits, target, weight, reduction="sum") / max(1, len(b_idx))
+    cls_loss = (F.binary_cross_entropy_with_logits(logits, target, weight, reduction="sum")
+                / max(1, len(b_idx)))
     return pose_loss + cls_weight * cls_loss

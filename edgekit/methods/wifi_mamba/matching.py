@@ -23,7 +23,8 @@ def hungarian_match(cost: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def pose_cost(pred: np.ndarray, gt: np.ndarray) -> np.ndarray:
-    """``(Q, G)`` mean per-joint Euclidean distance between predictions (Q,J,3) and truths (G,J,3)."""
+    """``(Q, G)`` mean per-joint Euclidean distance between predictions (Q,J,3) and truths
+    (G,J,3)."""
     diff = pred[:, None] - gt[None]  # (Q, G, J, 3)
     return np.linalg.norm(diff, axis=-1).mean(-1)
 

@@ -44,7 +44,8 @@ def pa_mpjpe(pred: np.ndarray, gt: np.ndarray) -> float:
     """MPJPE in mm after Procrustes alignment, averaged over persons of ``(..., J, 3)`` arrays."""
     pred = np.asarray(pred).reshape(-1, *np.shape(pred)[-2:])
     gt = np.asarray(gt).reshape(-1, *np.shape(gt)[-2:])
-    return float(np.mean([mpjpe(procrustes_align(p, g), g) for p, g in zip(pred, gt, strict=False)]))
+    return float(np.mean([mpjpe(procrustes_align(p, g), g)
+                          for p, g in zip(pred, gt, strict=False)]))
 
 
 def frame_errors(pred: np.ndarray, gt: np.ndarray) -> tuple[float, float]:
@@ -69,8 +70,8 @@ def evaluate_frames(preds: Iterable[np.ndarray], gts: np.ndarray,
     for n in sorted(by_count):
         errs = np.array(by_count[n])
         everything.extend(by_count[n])
-        out[str(n)] = {"mpjpe_mm": float(errs[:, 0].mean()), "pa_mpjpe_mm": float(errs[:, 1].mean()),
-                       "frames": len(errs)}
+        out[str(n)] = {"mpjpe_mm": float(errs[:, 0].mean()),
+                       "pa_mpjpe_mm": float(errs[:, 1].mean()), "frames": len(errs)}
     if everything:
         errs = np.array(everything)
         out["all"] = {"mpjpe_mm": float(errs[:, 0].mean()), "pa_mpjpe_mm": float(errs[:, 1].mean()),

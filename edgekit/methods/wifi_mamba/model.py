@@ -10,12 +10,12 @@ the three components follow the abstract with our concrete choices:
    *and* to the final SSM states (each of the N state columns of both streams becomes a token);
    a head regresses 14x3 keypoints and a person logit per query; trained with a Hungarian set loss.
 3. Persistent SSM Memory: ``forward_stream(x, memory)`` starts every block's scan from
-   σ(g) ⊙ (previous frame's final state), g learned per channel and state; σ(g) < 1 and |exp(ΔA)| < 1
-   keep the carried state bounded, and the memory is a fixed (layers x 2 x E x N) per person
-   stream, whatever the number of frames.
+   σ(g) ⊙ (previous frame's final state), g learned per channel and state; σ(g) < 1 and
+   |exp(ΔA)| < 1 keep the carried state bounded, and the memory is a fixed (layers x 2 x E x N)
+   per person stream, whatever the number of frames.
 
-Input ``(B, 2, 270, T)`` (``edgekit.methods.wifi_mamba.csi.preprocess``); outputs poses ``(B, Q, 14, 3)`` in
-metres and logits ``(B, Q)``.
+Input ``(B, 2, 270, T)`` (``edgekit.methods.wifi_mamba.csi.preprocess``); outputs poses
+``(B, Q, 14, 3)`` in metres and logits ``(B, Q)``.
 """
 from __future__ import annotations
 
@@ -82,16 +82,20 @@ class WiFiMamba(nn.Module):
         super().__init__()
         cfg = self.cfg = WiFiMambaConfig(**config)
         self.input_norm = InputNorm(cfg.in_features)
-        self.embed_a = nn.Sequential(nn.Linear(cfg.in_features, cfg.d_model), nn.LayerNorm(cfg.d_model))
-        self.embed_p = nn.Sequential(nn.Linear(cfg.in_features, cfg.d_model), nn.LayerNorm(cfg.d_model))
+        self.embed_a = nn.Sequential(nn.Linear(cfg.in_features, cfg.d_model),
+                                     nn.LayerNorm(cfg.d_model))
+        self.embed_p = nn.Sequential(nn.Linear(cfg.in_features, cfg.d_model),
+                                     nn.LayerNorm(cfg.d_model))
         self.blocks = nn.ModuleList(DualSSMBlock(cfg) for _ in range(cfg.n_layers))
         e = cfg.expand * cfg.d_model
-        self.fuse = nn.Sequential(nn.LayerNorm(2 * cfg.d_model), nn.Linear(2 * cfg.d_model, cfg.dec_dim))
+        self.fuse = nn.Sequential(nn.LayerNorm(2 * cfg.d_model),
+                                  nn.Linear(2 * cfg.d_model, cfg.dec_dim))
         self.state_tokens = nn.Linear(e, cfg.dec_dim)  # each state column (E,) -> a token
         self.stream_embed = nn.Parameter(torch.zeros(3, cfg.dec_dim))  # sequence / amp / phase
         self.queries = nn.Parameter(torch.randn(cfg.queries, cfg.dec_dim) * 0.02)
-        self.decoder = nn.ModuleList(DecoderLayer(cfg.dec_dim, cfg.heads, cfg.ffn_ratio * cfg.dec_dim)
-                                     for _ in range(cfg.dec_layers))
+        self.decoder = nn.ModuleList(
+            DecoderLayer(cfg.dec_dim, cfg.heads, cfg.ffn_ratio * cfg.dec_dim)
+            for _ in range(cfg.dec_layers))
         self.head = PoseHead(cfg.dec_dim)
 
     def forward_stream(self, x: torch.Tensor, memory: torch.Tensor | None = None):

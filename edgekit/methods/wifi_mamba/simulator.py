@@ -4,7 +4,8 @@ No public CSI can ship with edgekit, so this renders complex CSI ``(3, 3, 30, 20
 3D skeletons [ours, following the standard ray model of WiFi sensing, e.g. Wang et al.,
 "Understanding and Modeling of WiFi Signal Based Human Activity Recognition", MobiCom 2015]:
 
-    H[r, a, k, p] = g_rp · e^{j(φ_rp + 2π k Δf τ_rp)} · Σ_m  γ_m / L_m(p) · e^{-j 2π f_k L_m(p) / c}  + n
+    H[r, a, k, p] = g_rp · e^{j(φ_rp + 2π k Δf τ_rp)}
+                    · Σ_m  γ_m / L_m(p) · e^{-j 2π f_k L_m(p) / c}  + n
 
 over paths m: the line of sight (γ = 1, L = |tx - rx_a|), a few static wall reflections (image
 sources, fixed per room) and one path per body keypoint (γ = reflectivity of that body part,
@@ -144,7 +145,8 @@ class _Walker:
             local[:, knee, 1] -= sign * 0.15 * s[:, 0]
             local[:, ankle, 1] -= sign * 0.30 * s[:, 0]
         if self.raise_amp:
-            lift = self.raise_amp * 0.5 * (1 - np.cos(2 * np.pi * self.raise_hz * t + self.gait_phase))
+            lift = self.raise_amp * 0.5 * (1 - np.cos(2 * np.pi * self.raise_hz * t
+                                                      + self.gait_phase))
             elbow, wrist = _ARM["r" if self.raise_side == 0 else "l"]
             local[:, elbow, 2] += 0.25 * lift
             local[:, wrist, 2] += 0.65 * lift
@@ -191,7 +193,8 @@ def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
     return np.moveaxis(h, 0, -1)  # (3, 3, 30, P)
 
 
-def _place(rng: np.random.Generator, n: int, geo: Geometry, min_sep: float = 0.7) -> list[np.ndarray]:
+def _place(rng: np.random.Generator, n: int, geo: Geometry,
+           min_sep: float = 0.7) -> list[np.ndarray]:
     spots: list[np.ndarray] = []
     while len(spots) < n:
         p = np.array([rng.uniform(*geo.area_x), rng.uniform(*geo.area_y)])

@@ -82,7 +82,8 @@ def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
             break
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, (steps + 1) / 50) * 0.5 * (1 + math.cos(math.pi * frac))
-        idx = torch.from_numpy(rng.choice(starts, batch)[:, None] + np.arange(window)[None])  # (B, W)
+        idx = torch.from_numpy(rng.choice(starts, batch)[:, None]
+                               + np.arange(window)[None])  # (B, W)
         if _streams(model):
             memory, loss = None, 0.0
             for w in range(window):

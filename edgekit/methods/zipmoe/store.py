@@ -347,7 +347,8 @@ def encoded_from_entry(entry: TensorEntry, chunk_data: list[bytes], raw: bytes,
                        codec_name: str) -> codec.EncodedTensor:
     return codec.EncodedTensor(
         entry.dtype, entry.shape, codec_name, 0, raw, entry.raw.crc32,
-        [codec.EncodedChunk(d, c.start, c.stop, c.crc32) for d, c in zip(chunk_data, entry.chunks, strict=False)])
+        [codec.EncodedChunk(d, c.start, c.stop, c.crc32)
+         for d, c in zip(chunk_data, entry.chunks, strict=False)])
 
 
 def decode_entry(entry: TensorEntry, blobs: dict[str, bytes], codec_name: str,

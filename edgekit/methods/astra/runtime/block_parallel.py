@@ -130,4 +130,5 @@ class BlockParallelSP(_BlockParallel):
                   for p in range(self.world_size)]
         sent = [out.shape[0] * out.shape[1] * c.shape[2] * c.element_size() for c in chunks]
         received = self.comm.all_to_all(chunks, sent)
-        return torch.cat([r[:, :s.stop - s.start] for r, s in zip(received, shards, strict=False)], 1)
+        return torch.cat([r[:, :s.stop - s.start]
+                          for r, s in zip(received, shards, strict=False)], 1)

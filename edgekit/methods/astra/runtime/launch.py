@@ -1,11 +1,11 @@
 """Spawn N local worker processes, watch them, and turn any rank's failure into one error.
 
-Each worker is ``python -m edgekit.methods.astra.runtime.worker`` with the rendezvous (a free localhost port) in
-its environment, exactly as torchrun would start it. The launcher polls the children: when one
-exits non-zero it gives the others a moment to report their own view (a lost peer, a timeout),
-terminates whoever is left, and raises ``RankFailed`` naming each rank and what happened. Every
-wait is bounded: the workers' collective timeout ends a hang, and the launcher's own deadline
-(the timeout plus start-up grace) ends anything else.
+Each worker is ``python -m edgekit.methods.astra.runtime.worker`` with the rendezvous (a free
+localhost port) in its environment, exactly as torchrun would start it. The launcher polls the
+children: when one exits non-zero it gives the others a moment to report their own view (a lost
+peer, a timeout), terminates whoever is left, and raises ``RankFailed`` naming each rank and what
+happened. Every wait is bounded: the workers' collective timeout ends a hang, and the launcher's own
+deadline (the timeout plus start-up grace) ends anything else.
 """
 from __future__ import annotations
 

@@ -90,8 +90,9 @@ class Astra(_Sharded):
         pending = self.comm.start_all_gather(pack(idx, self.bits), counts)  # uint8 [bytes_r]
 
         def remote_kv() -> tuple[torch.Tensor, torch.Tensor]:
+            # [B, T-n, G] codes
             remote = self.others([unpack(p, n, self.bits).reshape(batch, -1, self.groups)
-                                  for p, n in zip(pending.wait(), sizes, strict=False)])  # [B, T-n, G] codes
+                                  for p, n in zip(pending.wait(), sizes, strict=False)])
             if id(block) in self.code_kv:
                 keys, values = self.code_kv[id(block)]  # [K, D] each
                 return keys[remote[..., 0]], values[remote[..., 0]]

@@ -3,8 +3,8 @@
 Started by ``edgekit astra run`` (which passes ``--workdir`` and ``--result``) or by torchrun::
 
     torchrun --nnodes 2 --nproc-per-node 1 --rdzv-backend c10d --rdzv-endpoint HOST:29500 \
-        -m edgekit.methods.astra.runtime.worker --mode astra --model vit-s --tokens 1024 --bandwidth 10Mbps \
-        --json astra.json
+        -m edgekit.methods.astra.runtime.worker --mode astra --model vit-s --tokens 1024 \
+        --bandwidth 10Mbps --json astra.json
 
 Every rank builds the same seeded model, joins the group from the environment, warms up, then
 times each (mode, emulated link) case in rotating rounds. Rank 0 writes the result. Any failure
