@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from edgekit.errors import UnknownNameError, UsageError
+from edgekit.errors import UsageError
+from edgekit.extensions import Registry
 from edgekit.registry import TaskSpec
 
 TEST_FRACTION = 0.2
@@ -65,29 +66,25 @@ class DatasetEntry:
     description: str
 
 
-_DATASETS: dict[str, DatasetEntry] = {}
+def _ensure_loaded() -> None:
+    import edgekit.methods  # noqa: F401  (the methods register their own datasets)
+
+
+_DATASETS: Registry[DatasetEntry] = Registry("dataset", load=_ensure_loaded)
 
 
 def register_dataset(entry: DatasetEntry) -> DatasetEntry:
-    if entry.name in _DATASETS:
-        raise ValueError(f"dataset '{entry.name}' is registered twice")
     if entry.task.dataset != entry.name:
         raise ValueError(f"dataset '{entry.name}' owns a task of dataset '{entry.task.dataset}'")
-    _DATASETS[entry.name] = entry
-    return entry
+    return _DATASETS.add(entry.name, entry)
 
 
 def list_datasets() -> list[DatasetEntry]:
-    from edgekit.registry import _ensure_loaded  # the methods register their own datasets
-
-    _ensure_loaded()
-    return [e for _, e in sorted(_DATASETS.items())]
+    return _DATASETS.entries(sort=True)
 
 
 def get_dataset(name: str) -> DatasetEntry:
-    if name not in {e.name for e in list_datasets()}:
-        raise UnknownNameError("dataset", name, _DATASETS)
-    return _DATASETS[name]
+    return _DATASETS.get(name)
 
 
 def _digits() -> Dataset:

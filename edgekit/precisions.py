@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from edgekit.errors import UnknownNameError
+from edgekit.extensions import Registry
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -29,25 +29,20 @@ class Precision:
         return "OP" if self.integer else "FLOP"
 
 
-_PRECISIONS: dict[str, Precision] = {}
+_PRECISIONS: Registry[Precision] = Registry("precision")
 
 
 def register_precision(precision: Precision) -> Precision:
-    if precision.name in _PRECISIONS:
-        raise ValueError(f"precision '{precision.name}' is registered twice")
-    _PRECISIONS[precision.name] = precision
-    return precision
+    return _PRECISIONS.add(precision.name, precision)
 
 
 def list_precisions() -> list[Precision]:
     """Every precision, narrowest mantissa last (the order tables show them in)."""
-    return list(_PRECISIONS.values())
+    return _PRECISIONS.entries()
 
 
 def get_precision(name: str) -> Precision:
-    if name not in _PRECISIONS:
-        raise UnknownNameError("precision", name, _PRECISIONS)
-    return _PRECISIONS[name]
+    return _PRECISIONS.get(name)
 
 
 register_precision(Precision(name="fp64", torch_dtype="float64"))

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from edgekit.errors import UnknownNameError, UsageError
+from edgekit.extensions import Registry
 
 VARIANT_SEPARATOR = ":"
 
@@ -105,25 +106,21 @@ class ModelEntry:
         return (torch.rand((batch, *self.task.input_shape), generator=gen, dtype=dtype),)
 
 
-_REGISTRY: dict[str, ModelEntry] = {}
-
-
-def register_model(entry: ModelEntry) -> ModelEntry:
-    if entry.name in _REGISTRY:
-        raise ValueError(f"model '{entry.name}' is registered twice")
-    if VARIANT_SEPARATOR in entry.name:
-        raise ValueError(f"model name '{entry.name}' may not contain '{VARIANT_SEPARATOR}'")
-    _REGISTRY[entry.name] = entry
-    return entry
-
-
 def _ensure_loaded() -> None:
     import edgekit.methods  # noqa: F401  (registers the built-in entries)
 
 
+_REGISTRY: Registry[ModelEntry] = Registry("model", load=_ensure_loaded)
+
+
+def register_model(entry: ModelEntry) -> ModelEntry:
+    if VARIANT_SEPARATOR in entry.name:
+        raise ValueError(f"model name '{entry.name}' may not contain '{VARIANT_SEPARATOR}'")
+    return _REGISTRY.add(entry.name, entry)
+
+
 def list_models(family: str | None = None) -> list[ModelEntry]:
-    _ensure_loaded()
-    return [e for _, e in sorted(_REGISTRY.items()) if family is None or e.family == family]
+    return [e for e in _REGISTRY.entries(sort=True) if family is None or e.family == family]
 
 
 def all_names() -> list[str]:
@@ -136,19 +133,15 @@ def all_names() -> list[str]:
 
 
 def get_entry(name: str) -> ModelEntry:
-    _ensure_loaded()
-    if name not in _REGISTRY:
-        raise UnknownNameError("model", name, _REGISTRY)
-    return _REGISTRY[name]
+    return _REGISTRY.get(name)
 
 
 def split_name(name: str) -> tuple[ModelEntry, str | None]:
     """``"ds-cnn:wide"`` -> (entry, "wide"); unknown entries and variants list the valid names."""
     base, _, variant = name.partition(VARIANT_SEPARATOR)
-    _ensure_loaded()
     if base not in _REGISTRY:
         raise UnknownNameError("model", name, all_names())
-    entry = _REGISTRY[base]
+    entry = _REGISTRY.get(base)
     if variant and variant not in entry.variants:
         raise UnknownNameError("model", name, all_names())
     return entry, variant or None

@@ -14,11 +14,18 @@ import numpy as np
 import pytest
 import torch
 
-from edgekit.backends import list_backends
-from edgekit.data import get_dataset, list_datasets, load_dataset
-from edgekit.energy.registry import list_meters
-from edgekit.errors import MissingDependencyError, ProfileError, SensorError, UsageError
-from edgekit.precisions import TENSORRT, get_precision, list_precisions
+from edgekit.backends import get_backend, list_backends
+from edgekit.backends.registry import register_backend
+from edgekit.data import get_dataset, list_datasets, load_dataset, register_dataset
+from edgekit.energy.registry import get_meter, list_meters, register_meter
+from edgekit.errors import (
+    MissingDependencyError,
+    ProfileError,
+    SensorError,
+    UnknownNameError,
+    UsageError,
+)
+from edgekit.precisions import TENSORRT, get_precision, list_precisions, register_precision
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import (
@@ -30,7 +37,7 @@ from edgekit.profiles import (
 )
 from edgekit.profiles.loader import PROFILE_DIR
 from edgekit.profiles.schema import PRECISIONS, SENSOR_KINDS
-from edgekit.registry import list_models
+from edgekit.registry import get_entry, list_models, register_model
 
 DATASETS = list_datasets()
 
@@ -216,3 +223,29 @@ def test_a_user_profile_may_not_shadow_a_packaged_one():
             call()
         assert str(path) in str(info.value)
         assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)
+
+
+# --- the one registry type behind them all ----------------------------------------------------
+
+REGISTER_AGAIN = {
+    "model": lambda: register_model(get_entry("mlp")),
+    "dataset": lambda: register_dataset(get_dataset("digits")),
+    "backend": lambda: register_backend(get_backend("torch")),
+    "energy meter": lambda: register_meter(get_meter("rapl")),
+    "precision": lambda: register_precision(get_precision("fp32")),
+}
+
+
+@pytest.mark.parametrize("kind", REGISTER_AGAIN)
+def test_every_kind_refuses_a_name_registered_twice(kind):
+    with pytest.raises(ValueError, match=f"{kind} '.*' is registered twice"):
+        REGISTER_AGAIN[kind]()
+
+
+@pytest.mark.parametrize(("get", "kind", "known"), [
+    (get_entry, "model", "mlp"), (get_dataset, "dataset", "digits"),
+    (get_backend, "backend", "onnxruntime"), (get_meter, "energy meter", "auto"),
+    (get_precision, "precision", "int8")])
+def test_an_unknown_name_lists_the_valid_ones(get, kind, known):
+    with pytest.raises(UnknownNameError, match=f"unknown {kind} 'nosuch'.*{known}"):
+        get("nosuch")

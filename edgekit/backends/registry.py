@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgekit.errors import UnknownNameError
+from edgekit.extensions import Registry
 
 if TYPE_CHECKING:
     from torch import nn
@@ -50,27 +50,23 @@ class BackendSpec:
     build: Callable[[Any, Path, RunOptions], Path] | None = None
 
 
-_BACKENDS: dict[str, BackendSpec] = {}
-
-
-def register_backend(spec: BackendSpec) -> BackendSpec:
-    if spec.name in _BACKENDS:
-        raise ValueError(f"backend '{spec.name}' is registered twice")
-    if (spec.artifact_format is None) != (spec.open_file is None) or \
-            (spec.artifact_format is None) == (spec.open_module is None):
-        raise ValueError(f"backend '{spec.name}' opens an artifact (artifact_format, open_file) "
-                         f"or a module (open_module), one of the two")
-    _BACKENDS[spec.name] = spec
-    return spec
-
-
 def _ensure_loaded() -> None:
     import edgekit.backends  # noqa: F401  (imports every backend file, which registers itself)
 
 
+_BACKENDS: Registry[BackendSpec] = Registry("backend", load=_ensure_loaded)
+
+
+def register_backend(spec: BackendSpec) -> BackendSpec:
+    if (spec.artifact_format is None) != (spec.open_file is None) or \
+            (spec.artifact_format is None) == (spec.open_module is None):
+        raise ValueError(f"backend '{spec.name}' opens an artifact (artifact_format, open_file) "
+                         f"or a module (open_module), one of the two")
+    return _BACKENDS.add(spec.name, spec)
+
+
 def list_backends() -> list[BackendSpec]:
-    _ensure_loaded()
-    return [s for _, s in sorted(_BACKENDS.items())]
+    return _BACKENDS.entries(sort=True)
 
 
 def backend_names() -> tuple[str, ...]:
@@ -78,7 +74,4 @@ def backend_names() -> tuple[str, ...]:
 
 
 def get_backend(name: str) -> BackendSpec:
-    _ensure_loaded()
-    if name not in _BACKENDS:
-        raise UnknownNameError("backend", name, _BACKENDS)
-    return _BACKENDS[name]
+    return _BACKENDS.get(name)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edgekit.errors import UnknownNameError
+from edgekit.extensions import Registry
 
 if TYPE_CHECKING:
     from edgekit.energy.base import EnergyMeter
@@ -31,22 +31,17 @@ class MeterSpec:
     open: Callable[[DeviceProfile | None, Path, dict[str, Any]], EnergyMeter]
 
 
-_METERS: dict[str, MeterSpec] = {}
+_METERS: Registry[MeterSpec] = Registry("energy meter")
 
 
 def register_meter(spec: MeterSpec) -> MeterSpec:
-    if spec.name in _METERS:
-        raise ValueError(f"energy meter '{spec.name}' is registered twice")
-    _METERS[spec.name] = spec
-    return spec
+    return _METERS.add(spec.name, spec)
 
 
 def list_meters() -> list[MeterSpec]:
     """Every meter, in priority order (sensors first)."""
-    return sorted(_METERS.values(), key=lambda s: (s.priority, s.name))
+    return sorted(_METERS.entries(), key=lambda s: (s.priority, s.name))
 
 
 def get_meter(name: str) -> MeterSpec:
-    if name not in _METERS:
-        raise UnknownNameError("energy meter", name, ["auto", *_METERS])
-    return _METERS[name]
+    return _METERS.get(name, valid=["auto", *_METERS.names()])
