@@ -1,0 +1,92 @@
+"""Metadata is checked, not trusted: artifact and ZipMoE manifests, Hugging Face configs.
+
+Every case writes real files (an ONNX export; ``edgekit moe make-tiny`` + ``compress``), tampers
+with one field, and expects one error line that names the file and the field, and exit code 2.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from click.testing import CliRunner
+
+from edgekit.cli import cli
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_compute_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def _one_line_error(result, exit_code: int = 2) -> str:
+    assert result.exception is None or isinstance(result.exception, SystemExit), \
+        repr(result.exception)
+    assert result.exit_code == exit_code, result.output
+    assert "Traceback" not in result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    return lines[0]
+
+
+def test_schema_names_the_file_and_the_nested_field():
+    from edgekit.errors import UsageError
+    from edgekit.schema import INT, STR, ListOf, MapOf, Object, Optional, check
+
+    schema = Object({"a": Object({"b": ListOf(Object({"c": INT}))}), "d": Optional(STR),
+                     "m": Optional(MapOf(INT))})
+    good = {"a": {"b": [{"c": 1}, {"c": 2}]}, "extra": "kept"}
+    assert check(good, schema, "f.json") is good
+    with pytest.raises(UsageError, match=r"^f\.json: field 'a\.b\[1\]\.c' must be an integer, "
+                                         r"got str$"):
+        check({"a": {"b": [{"c": 1}, {"c": "2"}]}}, schema, "f.json")
+    with pytest.raises(UsageError, match=r"field 'a\.b\[0\]\.c' must be an integer, got bool"):
+        check({"a": {"b": [{"c": True}]}}, schema, "f.json")
+    with pytest.raises(UsageError, match=r"^f\.json: field 'a' is missing$"):
+        check({}, schema, "f.json")
+    with pytest.raises(UsageError, match=r"field 'm\[\"x\"\]' must be an integer, got list"):
+        check({**good, "m": {"x": []}}, schema, "f.json")
+
+
+# -- artifact manifest -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def artifact(tmp_path_factory):
+    from edgekit.exporters import export_onnx
+    from edgekit.targets import load_model_source
+
+    folder = tmp_path_factory.mktemp("art") / "art"
+    export_onnx(load_model_source("mlp:small"), folder)
+    return folder
+
+
+def _tampered_artifact(artifact, tmp_path, change):
+    folder = tmp_path / "bad"
+    shutil.copytree(artifact, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    change(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+@pytest.mark.parametrize("change, field, what", [
+    (lambda m: m.update(schema_version="1"), "schema_version", "an integer, got str"),
+    (lambda m: m["inputs"][0].update(dtype=7), "inputs[0].dtype", "a string, got int"),
+    (lambda m: m["files"]["model.onnx"].update(sha256=None), 'files["model.onnx"].sha256',
+     "a string, got null"),
+    (lambda m: m.update(validation={"outputs": [{"atol": "1e-4"}]}), "validation.outputs[0].atol",
+     "a number, got str"),
+])
+def test_artifact_manifest_with_a_wrong_type_is_one_line(artifact, tmp_path, change, field,
+                                                         what):
+    bad = _tampered_artifact(artifact, tmp_path, change)
+    line = _one_line_error(_run("validate", str(bad)))
+    assert f"{bad / 'manifest.json'}: field '{field}' must be {what}" in line
