@@ -90,3 +90,22 @@ def test_artifact_manifest_with_a_wrong_type_is_one_line(artifact, tmp_path, cha
     bad = _tampered_artifact(artifact, tmp_path, change)
     line = _one_line_error(_run("validate", str(bad)))
     assert f"{bad / 'manifest.json'}: field '{field}' must be {what}" in line
+
+
+# -- Hugging Face checkpoint ------------------------------------------------------------------
+
+def test_checkpoint_config_and_index_with_wrong_types(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    assert _run("moe", "make-tiny", str(ckpt), "--family", "olmoe").exit_code == 0
+    config = json.loads((ckpt / "config.json").read_text())
+    (ckpt / "config.json").write_text(json.dumps({**config, "tie_word_embeddings": "false"}))
+    line = _one_line_error(_run("moe", "compress", str(ckpt), "-o", str(tmp_path / "s")))
+    assert f"{ckpt / 'config.json'}: field 'tie_word_embeddings' must be true or false, " \
+           f"got str" in line
+    (ckpt / "config.json").write_text(json.dumps(config))
+    (ckpt / "model.safetensors.index.json").write_text(json.dumps(
+        {"weight_map": {"model.norm.weight": 5}}))
+    line = _one_line_error(_run("moe", "compress", str(ckpt), "-o", str(tmp_path / "s")))
+    assert "model.safetensors.index.json: field 'weight_map[\"model.norm.weight\"]' must be " \
+           "a string, got int" in line
+    assert not (tmp_path / "s").exists()
