@@ -5,6 +5,7 @@ with one field, and expects one error line that names the file and the field, an
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 
@@ -13,6 +14,8 @@ import torch
 from click.testing import CliRunner
 
 from edgekit.cli import cli
+
+DENSE = "model.layers.0.self_attn.q_proj.weight"
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -90,6 +93,101 @@ def test_artifact_manifest_with_a_wrong_type_is_one_line(artifact, tmp_path, cha
     bad = _tampered_artifact(artifact, tmp_path, change)
     line = _one_line_error(_run("validate", str(bad)))
     assert f"{bad / 'manifest.json'}: field '{field}' must be {what}" in line
+
+
+# -- ZipMoE store ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("moe")
+    assert _run("moe", "make-tiny", str(root / "ckpt"), "--family", "qwen").exit_code == 0
+    result = _run("moe", "compress", str(root / "ckpt"), "-o", str(root / "store"), "--no-trace")
+    assert result.exit_code == 0, result.output
+    return root / "store"
+
+
+def _digest(manifest: dict) -> str:
+    """The manifest's own hash as a store writer computes it (canonical JSON, no digest)."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _tampered_store(store, tmp_path, manifest_change=None, config_change=None, rehash=False):
+    """A copy of ``store`` with its metadata changed; ``rehash`` also rewrites the hashes, as a
+    careless tool that edits a store and "fixes" it would."""
+    folder = tmp_path / "bad"
+    shutil.copytree(store, folder)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    if config_change:
+        config = json.loads((folder / "config.json").read_text())
+        config_change(config)
+        (folder / "config.json").write_text(json.dumps(config))
+    if manifest_change:
+        manifest_change(manifest)
+    if rehash:
+        manifest["config_sha256"] = hashlib.sha256((folder / "config.json").read_bytes()
+                                                   ).hexdigest()
+        manifest["manifest_sha256"] = _digest(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def test_clean_store_verifies(store):
+    assert _run("moe", "verify", str(store)).exit_code == 0
+
+
+def test_store_manifest_with_a_wrong_type_is_one_line(store, tmp_path):
+    bad = _tampered_store(store, tmp_path, lambda m: m.update(codec="zstd"))
+    line = _one_line_error(_run("moe", "verify", str(bad)))
+    assert f"{bad / 'manifest.json'}: field 'codec' must be an object, got str" in line
+
+
+def test_store_manifest_dtype_lie_fails_its_hash(store, tmp_path):
+    # bf16 -> fp16 keeps every byte count: before the manifest hash, verify and serve passed.
+    bad = _tampered_store(store, tmp_path,
+                          lambda m: m["tensors"][DENSE].update(dtype="float16"))
+    for command in ("verify", "serve"):
+        args = ["moe", command, str(bad)] + (["--prompt", "hi"] if command == "serve" else [])
+        line = _one_line_error(_run(*args))
+        assert f"{bad / 'manifest.json'}: field 'manifest_sha256' does not match" in line
+
+
+def test_store_dtype_lie_with_fixed_hashes_is_caught_by_the_sizes(store, tmp_path):
+    bad = _tampered_store(store, tmp_path,
+                          lambda m: m["tensors"][DENSE].update(dtype="float32"), rehash=True)
+    line = _one_line_error(_run("moe", "verify", str(bad)))
+    assert f"{bad / 'manifest.json'}: field 'tensors[\"{DENSE}\"].dtype' is 'float32'" in line
+
+
+def test_config_layer_lie_fails_its_hash(store, tmp_path):
+    bad = _tampered_store(store, tmp_path, config_change=lambda c: c.update(num_hidden_layers=1))
+    line = _one_line_error(_run("moe", "verify", str(bad)))
+    assert f"{bad / 'config.json'}: SHA-256 does not match field 'config_sha256'" in line
+
+
+@pytest.mark.parametrize("layers, fragment", [
+    (1, "field 'num_hidden_layers' is 1, but"),
+    (3, "tensor 'model.layers.2.input_layernorm.weight' is missing (config.json implies it)"),
+])
+def test_config_layer_lie_with_fixed_hashes(store, tmp_path, layers, fragment):
+    bad = _tampered_store(store, tmp_path, config_change=lambda c: c.update(
+        num_hidden_layers=layers), rehash=True)
+    line = _one_line_error(_run("moe", "verify", str(bad)))
+    assert fragment in line
+
+
+def test_store_missing_a_dense_tensor_fails_verify_and_serve(store, tmp_path):
+    bad = _tampered_store(store, tmp_path, lambda m: m["tensors"].pop(DENSE), rehash=True)
+    for args in (["verify", str(bad)], ["serve", str(bad), "--prompt", "hi"]):
+        line = _one_line_error(_run("moe", *args))
+        assert f"{bad / 'manifest.json'}: tensor '{DENSE}' is missing" in line
+
+
+def test_older_store_format_is_refused_with_a_hint(store, tmp_path):
+    bad = _tampered_store(store, tmp_path, lambda m: m.update(format_version=1))
+    line = _one_line_error(_run("moe", "verify", str(bad)))
+    assert "format version 1 is not supported" in line and "edgekit moe compress" in line
 
 
 # -- Hugging Face checkpoint ------------------------------------------------------------------
