@@ -87,6 +87,9 @@ def _tampered_artifact(artifact, tmp_path, change):
      "a string, got null"),
     (lambda m: m.update(validation={"outputs": [{"atol": "1e-4"}]}), "validation.outputs[0].atol",
      "a number, got str"),
+    (lambda m: m.update(tensorrt={"dynamic": True, "profile": [
+        {"name": "input", "min": [1, 64], "opt": "1x64", "max": [8, 64]}]}),
+     "tensorrt.profile[0].opt", "a list, got str"),
 ])
 def test_artifact_manifest_with_a_wrong_type_is_one_line(artifact, tmp_path, change, field,
                                                          what):
