@@ -13,9 +13,54 @@ from typing import Any
 from edgekit.errors import UsageError
 from edgekit.exporters.validate import ValidationReport
 from edgekit.fileio import read_json_object, sha256_file
+from edgekit.schema import (
+    ANY_OBJECT,
+    BOOL,
+    INT,
+    INT_OR_STR,
+    NUMBER,
+    STR,
+    ListOf,
+    MapOf,
+    Object,
+    Optional,
+    check,
+)
 
 MANIFEST = "manifest.json"
 MANIFEST_SCHEMA = 1
+
+_TENSOR = Object({"name": STR, "shape": ListOf(INT_OR_STR), "dtype": STR})
+_VALIDATION = Object({"passed": Optional(BOOL), "outputs": Optional(ListOf(Object({
+    "name": Optional(STR), "atol": Optional(NUMBER), "rtol": Optional(NUMBER),
+    "max_abs": Optional(NUMBER)})))})
+_RANGE = Object({"name": STR, "min": ListOf(INT), "opt": ListOf(INT), "max": ListOf(INT)})
+# Every field edgekit reads from an artifact's (or a Jetson bundle's) manifest.json; the others
+# (provenance, simplifier, nodes, ...) are records for people and are not read back.
+MANIFEST_FIELDS = Object({
+    "schema_version": INT,
+    "format": STR,
+    "model_file": STR,
+    "files": MapOf(Object({"sha256": STR, "bytes": INT})),
+    "source": Object({"name": STR, "entry": Optional(STR), "checkpoint": Optional(STR),
+                      "checkpoint_sha256": Optional(STR)}),
+    "inputs": ListOf(_TENSOR),
+    "outputs": ListOf(_TENSOR),
+    "batch": Optional(INT_OR_STR),
+    "opset": Optional(INT),
+    "params": Optional(INT),
+    "flops_per_sample": Optional(NUMBER),
+    "task": Optional(ANY_OBJECT),
+    "validation": Optional(_VALIDATION),
+    "reference": Optional(Object({"batch": Optional(INT)})),
+    "onnx": Optional(Object({"file": Optional(STR), "sha256": Optional(STR),
+                             "validation": Optional(_VALIDATION)})),
+    "tensorrt": Optional(Object({"precision": Optional(STR), "dynamic": Optional(BOOL),
+                                 "profile": Optional(ListOf(_RANGE))})),
+    "jetson_bundle": Optional(Object({"build": Optional(ANY_OBJECT),
+                                      "dynamic": Optional(BOOL),
+                                      "profile": Optional(ListOf(_RANGE))})),
+})
 
 
 def task_record(task: Any) -> dict[str, Any]:
@@ -70,10 +115,11 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
     if not manifest_path.is_file():
         raise UsageError(f"{folder} is not an edgekit artifact (no {MANIFEST})",
                          hint="create one with 'edgekit export MODEL --to onnx -o DIR'")
-    manifest = read_json_object(manifest_path)
-    for key in ("schema_version", "format", "model_file", "files", "source", "inputs", "outputs"):
-        if key not in manifest:
-            raise UsageError(f"{manifest_path}: missing field '{key}'")
+    manifest = check(read_json_object(manifest_path), MANIFEST_FIELDS, str(manifest_path),
+                     hint="export it again")
+    if manifest["model_file"] not in manifest["files"]:
+        raise UsageError(f"{manifest_path}: field 'model_file' names {manifest['model_file']!r}, "
+                         f"which is not in 'files'", hint="export it again")
     if manifest["schema_version"] > MANIFEST_SCHEMA:
         raise UsageError(f"{manifest_path}: schema {manifest['schema_version']} is newer than this "
                          f"edgekit understands ({MANIFEST_SCHEMA})", hint="upgrade edgekit")

@@ -2,7 +2,7 @@
 
     make-tiny DIR      a tiny random checkpoint in a real Hugging Face layout
     compress CKPT      a checkpoint into a ZipMoE store (codec, 4 KiB-aligned chunks, manifest)
-    verify STORE       check every chunk's CRC-32 and decode every tensor
+    verify STORE       check the metadata and every chunk's CRC-32, decode every tensor
     serve STORE        generate from a prompt under a memory budget
     bench STORE        ZipMoE against naive offload and all-in-memory, same prompts
 """
@@ -202,7 +202,10 @@ def render_store(store: Store) -> Table:
 @moe.command("verify")
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 def verify(store_path: str) -> None:
-    """Check every chunk's CRC-32 and decode every tensor of a store."""
+    """Check a store's metadata, every chunk's CRC-32, and decode every tensor.
+
+    The manifest and config.json must match their SHA-256, and every tensor the model of
+    config.json needs must be present with its shape and dtype."""
     store = Store(store_path)
     with _progress("verify") as progress:
         task = progress.add_task("verifying", total=len(store.tensors))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgekit.errors import UnknownNameError, UsageError
+from edgekit.schema import BOOL, INT, NUMBER, STR, ListOf, Object, Optional, check
 
 FAMILIES = ("qwen2_moe", "deepseek_v2", "mixtral", "olmoe")
 # Short names for the CLI (``--family qwen``) and the model types they stand for.
@@ -24,6 +25,26 @@ _EXPERT_LEAF = {
     "deepseek_v2": ("gate_proj", "up_proj", "down_proj"),
     "olmoe": ("gate_proj", "up_proj", "down_proj"),
 }
+
+
+_OPTIONAL_INTS = (
+    "num_key_value_heads", "head_dim", "num_local_experts", "num_experts", "num_experts_per_tok",
+    "intermediate_size", "moe_intermediate_size", "shared_expert_intermediate_size",
+    "decoder_sparse_step", "n_routed_experts", "first_k_dense_replace", "moe_layer_freq",
+    "n_group", "topk_group", "n_shared_experts", "q_lora_rank", "kv_lora_rank",
+    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+# The types of every config.json field edgekit reads (which ones a family requires is checked by
+# ``parse_config``); Hugging Face's other fields are left alone.
+CONFIG_FIELDS = Object({
+    "model_type": STR,
+    **{k: INT for k in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads")},
+    **{k: Optional(INT) for k in _OPTIONAL_INTS},
+    **{k: Optional(NUMBER) for k in ("rms_norm_eps", "rope_theta", "routed_scaling_factor",
+                                     "clip_qkv")},
+    **{k: Optional(BOOL) for k in ("tie_word_embeddings", "norm_topk_prob")},
+    **{k: Optional(STR) for k in ("scoring_func", "topk_method", "torch_dtype")},
+    "mlp_only_layers": Optional(ListOf(INT)),
+})
 
 
 def family_of(config: dict[str, Any], where: str = "config.json") -> str:
@@ -169,6 +190,7 @@ def parse_config(config: dict[str, Any], where: str = "config.json",
     when None the family's default is used: Qwen has them, the others do not).
     """
     family = family_of(config, where)
+    check(config, CONFIG_FIELDS, where)
     g = lambda key, default=..., kind=int: _get(config, key, where, default, kind)  # noqa: E731
     hidden, layers = g("hidden_size"), g("num_hidden_layers")
     heads = g("num_attention_heads")

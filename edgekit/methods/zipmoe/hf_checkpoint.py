@@ -14,8 +14,10 @@ from safetensors import safe_open
 from edgekit.errors import UsageError
 from edgekit.fileio import read_json_object
 from edgekit.methods.zipmoe.config import PROJECTIONS, MoEConfig, parse_config
+from edgekit.schema import STR, MapOf, Object, check
 
 INDEX_FILE = "model.safetensors.index.json"
+INDEX_FIELDS = Object({"weight_map": MapOf(STR)})
 
 
 class Checkpoint:
@@ -40,9 +42,7 @@ class Checkpoint:
     def _weight_map(self) -> dict[str, Path]:
         index = self.folder / INDEX_FILE
         if index.is_file():
-            mapping = read_json_object(index).get("weight_map")
-            if not isinstance(mapping, dict):
-                raise UsageError(f"{index}: no 'weight_map' object")
+            mapping = check(read_json_object(index), INDEX_FIELDS, str(index))["weight_map"]
             return {name: self.folder / file for name, file in mapping.items()}
         files = sorted(self.folder.glob("*.safetensors"))
         if not files:

@@ -13,6 +13,12 @@ Every tensor of the checkpoint is stored, experts and dense weights alike; bf16/
 go through the codec (``encoding: zipmoe``), anything else is kept as is (``encoding: raw``).
 Written through ``atomic_directory``: an interrupted compress leaves nothing half-made.
 
+The metadata is checked as the bytes are: the manifest carries the SHA-256 of ``config.json``
+(``config_sha256``) and of its own canonical content (``manifest_sha256``), every field is checked
+against ``MANIFEST_FIELDS``, and every tensor the model of that config asks for must be present
+with the shape it implies, a floating dtype and extents of the size that dtype and shape give. A
+store whose metadata lies about a dtype or the number of layers does not open.
+
 Reading checks before decoding: the data file must be as long as the manifest says (a truncated
 file names the first tensor that lies past its end), and every extent's CRC-32 must match (a
 flipped byte names the tensor and the chunk). Nothing is ever decoded silently from bad bytes.
@@ -20,8 +26,10 @@ flipped byte names the tensor and the chunk). Nothing is ever decoded silently f
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +39,14 @@ import numpy as np
 import torch
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_directory, read_json_object
+from edgekit.fileio import atomic_directory, read_json_object, sha256_file
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.config import PROJECTIONS, MoEConfig, parse_config
+from edgekit.schema import INT, STR, ListOf, MapOf, Object, Optional, check
 
 FORMAT = "edgekit-zipmoe-store"
-FORMAT_VERSION = 1
+# 2: config_sha256 and manifest_sha256 (version 1 stores carry no hashes of their metadata).
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 DATA_FILE = "weights.zmoe"
@@ -45,6 +55,32 @@ ALIGN = 4096
 
 class StoreError(UsageError):
     """A store that is missing, malformed, truncated or corrupt; names the file and tensor."""
+
+
+RECOMPRESS = "compress the checkpoint again with 'edgekit moe compress'"
+_EXTENT = Object({"offset": INT, "size": INT, "crc32": INT, "start": Optional(INT),
+                  "stop": Optional(INT)})
+# Every field a reader of the store uses; ``totals`` and ``source`` are records for people.
+MANIFEST_FIELDS = Object({
+    "format": STR,
+    "format_version": INT,
+    "codec": Object({"name": STR, "level": Optional(INT), "chunks": INT, "alignment": INT}),
+    "data_file": STR,
+    "config_sha256": STR,
+    "manifest_sha256": STR,
+    "tensors": MapOf(Object({"dtype": STR, "shape": ListOf(INT), "encoding": STR,
+                             "raw": _EXTENT, "chunks": ListOf(_EXTENT)})),
+    "trace": Optional(Object({"tokens": Optional(INT), "counts": Optional(MapOf(ListOf(INT))),
+                              "skipped": Optional(STR)})),
+})
+_LAYER = re.compile(r"model\.layers\.(\d+)\.")
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """SHA-256 of the manifest's canonical JSON (sorted keys, no spaces), without the digest."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
@@ -188,8 +224,10 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
                 drain(0)
         finally:
             writer.close()
+        (staging / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
         manifest = {
             "format": FORMAT, "format_version": FORMAT_VERSION,
+            "config_sha256": sha256_file(staging / CONFIG),
             "codec": {"name": codec_name, "level": level, "chunks": chunks,
                       "min_chunk_values": codec.MIN_CHUNK_VALUES, "alignment": ALIGN,
                       "checksum": "crc32"},
@@ -199,7 +237,7 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
             **(extra or {}),
             "tensors": entries,
         }
-        (staging / CONFIG).write_text(json.dumps(config, indent=2) + "\n")
+        manifest["manifest_sha256"] = manifest_digest(manifest)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
 
@@ -249,21 +287,33 @@ class Store:
             raise StoreError(str(exc)) from exc
         if self.manifest.get("format") != FORMAT:
             raise StoreError(f"{path}: not a ZipMoE store manifest")
-        if self.manifest.get("format_version") != FORMAT_VERSION:
-            raise StoreError(f"{path}: format version {self.manifest.get('format_version')} is "
-                             f"not supported (this edgekit reads {FORMAT_VERSION})")
-        self.config_dict = read_json_object(self.folder / CONFIG)
-        raw_tensors = self.manifest.get("tensors")
-        if not isinstance(raw_tensors, dict):
-            raise StoreError(f"{path}: no 'tensors' object")
-        self.tensors = {n: _entry_from_json(n, d, str(path)) for n, d in raw_tensors.items()}
+        version = self.manifest.get("format_version")
+        if version != FORMAT_VERSION:
+            old = isinstance(version, int) and not isinstance(version, bool) and \
+                version < FORMAT_VERSION
+            raise StoreError(f"{path}: format version {version!r} is not supported (this "
+                             f"edgekit reads {FORMAT_VERSION})",
+                             hint=RECOMPRESS if old else "upgrade edgekit")
+        check(self.manifest, MANIFEST_FIELDS, str(path), hint=RECOMPRESS, error=StoreError)
+        if manifest_digest(self.manifest) != self.manifest["manifest_sha256"]:
+            raise StoreError(f"{path}: field 'manifest_sha256' does not match the manifest's "
+                             f"content (edited after compress?)", hint=RECOMPRESS)
+        config_path = self.folder / CONFIG
+        if not config_path.is_file():
+            raise StoreError(f"{config_path}: missing", hint=RECOMPRESS)
+        if sha256_file(config_path) != self.manifest["config_sha256"]:
+            raise StoreError(f"{config_path}: SHA-256 does not match field 'config_sha256' of "
+                             f"{path} (edited after compress?)", hint=RECOMPRESS)
+        self.config_dict = read_json_object(config_path)
+        self.tensors = {n: _entry_from_json(n, d, str(path))
+                        for n, d in self.manifest["tensors"].items()}
         has_bias = any(n.endswith("self_attn.q_proj.bias") for n in self.tensors)
-        self.config: MoEConfig = parse_config(self.config_dict, str(self.folder / CONFIG),
+        self.config: MoEConfig = parse_config(self.config_dict, str(config_path),
                                               attention_bias=has_bias)
-        self.codec = str(self.manifest["codec"]["name"])
-        self.data_path = self.folder / str(self.manifest.get("data_file", DATA_FILE))
+        self.codec = self.manifest["codec"]["name"]
+        self.data_path = self.folder / self.manifest["data_file"]
         self._check_length()
-        self._check_experts()
+        self._check_tensors()
 
     def _check_length(self) -> None:
         if not self.data_path.is_file():
@@ -279,11 +329,41 @@ class Store:
                 f"the end" + (f", and {more} more tensors" if more > 0 else ""),
                 hint="compress the checkpoint again")
 
-    def _check_experts(self) -> None:
-        for layer, expert, proj in self.expert_keys():
-            name = self.config.expert_tensor_name(layer, expert, proj)
-            if name not in self.tensors:
-                raise StoreError(f"{self.folder}: expert tensor '{name}' is missing")
+    def _check_tensors(self) -> None:
+        """Every tensor the model of ``config.json`` asks for, dense and expert, is here with
+        the shape the config implies, a dtype the model computes in and extents of the size
+        that dtype and shape give; no tensor belongs to a layer the config does not have."""
+        where, config_path = self.folder / MANIFEST, self.folder / CONFIG
+        for name in self.tensors:
+            layer = _LAYER.match(name)
+            if layer and int(layer.group(1)) >= self.config.num_layers:
+                raise StoreError(f"{config_path}: field 'num_hidden_layers' is "
+                                 f"{self.config.num_layers}, but {where} holds '{name}'",
+                                 hint=RECOMPRESS)
+        for name, shape in self.config.tensor_shapes().items():
+            entry = self.tensors.get(name)
+            field = f"field 'tensors[\"{name}\"]"
+            if entry is None:
+                raise StoreError(f"{where}: tensor '{name}' is missing ({config_path.name} "
+                                 f"implies it)", hint=RECOMPRESS)
+            if entry.shape != shape:
+                raise StoreError(f"{where}: {field}.shape' is {list(entry.shape)}, "
+                                 f"{config_path.name} implies {list(shape)}", hint=RECOMPRESS)
+            if entry.encoding not in ("zipmoe", "raw"):
+                raise StoreError(f"{where}: {field}.encoding' is {entry.encoding!r}, not "
+                                 f"'zipmoe' or 'raw'", hint=RECOMPRESS)
+            if entry.dtype not in codec.SPLITS:
+                raise StoreError(f"{where}: {field}.dtype' is {entry.dtype!r}, the model needs "
+                                 f"one of {', '.join(codec.SPLITS)}", hint=RECOMPRESS)
+            split = codec.split_for(entry.dtype)
+            itemsize = np.dtype(split.word).itemsize
+            raw_size = entry.numel * (split.raw_bytes if entry.encoding == "zipmoe" else itemsize)
+            covered = sum(c.stop - c.start for c in entry.chunks)
+            if entry.raw.size != raw_size or (entry.encoding == "zipmoe" and
+                                              covered != entry.numel):
+                raise StoreError(f"{where}: {field}.dtype' is {entry.dtype!r}, but its stored "
+                                 f"bytes do not fit that dtype and shape {list(entry.shape)}",
+                                 hint=RECOMPRESS)
 
     def expert_keys(self) -> Iterable[tuple[int, int, str]]:
         for layer in self.config.moe_layers:
