@@ -144,14 +144,17 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
                          hint="save with numpy.savez(path, x=..., y=...)")
     x, y = arrays["x"], arrays["y"]
     _check_arrays(x, y, task, str(path))
-    x = x.astype(task.input_dtype, copy=False)
+    with np.errstate(over="ignore"):
+        x = x.astype(task.input_dtype, copy=False)
     _check_finite(x, f"{path}: array x")
     y = y.astype(np.int64, copy=False)
     if "x_test" in arrays and "y_test" in arrays:
         x_test, y_test = arrays["x_test"], arrays["y_test"]
         _check_arrays(x_test, y_test, task, f"{path} (test split)")
         x_train, y_train = x, y
-        x_test, y_test = x_test.astype(task.input_dtype, copy=False), y_test.astype(np.int64)
+        with np.errstate(over="ignore"):  # too large for the dtype: inf, refused just below
+            x_test = x_test.astype(task.input_dtype, copy=False)
+        y_test = y_test.astype(np.int64)
         _check_finite(x_test, f"{path}: array x_test")
         for split, n in (("training split (x, y)", len(x_train)),
                          ("test split (x_test, y_test)", len(x_test))):

@@ -89,9 +89,7 @@ def test_bad_numbers_are_refused_by_the_parser(head, option, value):
 
 @pytest.mark.parametrize("args", [
     ["profile", "mlp", "--duration", "nan"],
-    ["profile", "mlp", "--warmup", "inf", "--iterations", "1"],
     ["compare", "mlp", "--duration", "inf"],
-    ["simulate", "spiking-cnn", "--duration", "nan", "--samples", "1"],
 ], ids=lambda a: " ".join(a))
 def test_options_that_hung_fail_at_once(args):
     """These hung before (``nan <= 0`` is false); a regression fails here instead of hanging."""
