@@ -115,6 +115,15 @@ def _check_arrays(x: np.ndarray, y: np.ndarray, task: TaskSpec, where: str) -> N
                          f"found {y.min()}..{y.max()}")
 
 
+def _check_finite(x: np.ndarray, where: str) -> None:
+    """nan or inf in the inputs trains to a nan loss and still writes a checkpoint: refuse them.
+    Checked after the cast to the model's dtype, where a float64 beyond float32's range is inf."""
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        raise UsageError(f"{where} holds {bad} non-finite value(s) (nan or inf)",
+                         hint="clean or drop those samples")
+
+
 def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
     """Load a user's ``.npz`` (``x``, ``y``, optional ``x_test``, ``y_test``) for ``task``."""
     path = Path(path)
@@ -135,13 +144,23 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
                          hint="save with numpy.savez(path, x=..., y=...)")
     x, y = arrays["x"], arrays["y"]
     _check_arrays(x, y, task, str(path))
-    x = x.astype(task.input_dtype, copy=False)
+    with np.errstate(over="ignore"):
+        x = x.astype(task.input_dtype, copy=False)
+    _check_finite(x, f"{path}: array x")
     y = y.astype(np.int64, copy=False)
     if "x_test" in arrays and "y_test" in arrays:
         x_test, y_test = arrays["x_test"], arrays["y_test"]
         _check_arrays(x_test, y_test, task, f"{path} (test split)")
         x_train, y_train = x, y
-        x_test, y_test = x_test.astype(task.input_dtype, copy=False), y_test.astype(np.int64)
+        with np.errstate(over="ignore"):  # too large for the dtype: inf, refused just below
+            x_test = x_test.astype(task.input_dtype, copy=False)
+        y_test = y_test.astype(np.int64)
+        _check_finite(x_test, f"{path}: array x_test")
+        for split, n in (("training split (x, y)", len(x_train)),
+                         ("test split (x_test, y_test)", len(x_test))):
+            if n == 0:
+                raise UsageError(f"{path}: the {split} is empty",
+                                 hint="give at least one sample in each")
     else:
         if len(x) < 10:
             raise UsageError(f"{path}: {len(x)} samples are too few to split into train and test")

@@ -120,7 +120,14 @@ def register_model(entry: ModelEntry) -> ModelEntry:
 
 
 def list_models(family: str | None = None) -> list[ModelEntry]:
-    return [e for e in _REGISTRY.entries(sort=True) if family is None or e.family == family]
+    """Every entry, or those of one method family; an unknown family lists the valid ones."""
+    entries = _REGISTRY.entries(sort=True)
+    if family is None:
+        return entries
+    families = {e.family for e in entries}
+    if family not in families:
+        raise UnknownNameError("model family", family, families)
+    return [e for e in entries if e.family == family]
 
 
 def all_names() -> list[str]:
@@ -138,11 +145,11 @@ def get_entry(name: str) -> ModelEntry:
 
 def split_name(name: str) -> tuple[ModelEntry, str | None]:
     """``"ds-cnn:wide"`` -> (entry, "wide"); unknown entries and variants list the valid names."""
-    base, _, variant = name.partition(VARIANT_SEPARATOR)
+    base, separator, variant = name.partition(VARIANT_SEPARATOR)
     if base not in _REGISTRY:
         raise UnknownNameError("model", name, all_names())
     entry = _REGISTRY.get(base)
-    if variant and variant not in entry.variants:
+    if separator and variant not in entry.variants:  # "ds-cnn:" names no variant either
         raise UnknownNameError("model", name, all_names())
     return entry, variant or None
 

@@ -196,6 +196,24 @@ trtexec lives in `/usr/src/tensorrt/bin/` on JetPack.
 {int8_note}"""
 
 
+def check_onnx_model(path: Path) -> None:
+    """Refuse a model file that is not a valid ONNX model, before it is copied to the device.
+
+    The artifact's SHA-256 catches a file changed after export; this catches one whose manifest
+    was rewritten with it (and saves a failed engine build on the Jetson).
+    """
+    if not path.is_file():
+        raise UsageError(f"{path.parent} has no {path.name}", hint="export it again")
+    import onnx
+
+    try:
+        onnx.checker.check_model(str(path))
+    except Exception as exc:  # noqa: BLE001 - onnx raises protobuf and checker errors alike
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"{path} is not a valid ONNX model ({first})",
+                         hint="export it again") from exc
+
+
 def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig, *,
                         calibration: CalibrationSamples | None = None,
                         cuda_graph: bool = False) -> BundleResult:
@@ -220,6 +238,7 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
                          hint="drop --calib-cache: the device writes one when it calibrates")
     commands = bundle_commands(build, ranges, dynamic, _profile_batch(ranges, m),
                                cuda_graph=cuda_graph)
+    check_onnx_model(artifact.folder / "model.onnx")
     name = artifact.source_name
     with atomic_directory(out_dir) as staging:
         files: dict[str, Any] = {}

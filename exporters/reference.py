@@ -198,8 +198,9 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
     default_atol, default_rtol, why = default_tolerance(artifact.manifest)
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
-    if atol < 0 or rtol < 0:
-        raise UsageError("--atol and --rtol must be 0 or more")
+    from edgekit.exporters.validate import check_tolerances
+
+    check_tolerances(atol, rtol)
     why = why if (atol, rtol) == (default_atol, default_rtol) else "given"
     if against == "reference":
         expected = reference.outputs

@@ -13,13 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import UnknownNameError
+from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import EXPORT_FORMATS
 from edgekit.exporters.artifact import Artifact, is_artifact, load_artifact
 from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.reference import validate_artifact
 from edgekit.exporters.tensorrt import EngineBuildConfig
-from edgekit.exporters.validate import ValidationReport
+from edgekit.exporters.validate import ValidationReport, check_tolerances
 from edgekit.targets import load_model_source
 
 Echo = Callable[[str], None]
@@ -81,6 +81,9 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
     """
     if to not in EXPORT_FORMATS:
         raise UnknownNameError("export format", to, EXPORT_FORMATS)
+    check_tolerances(options.atol, options.rtol)  # before any work
+    if not 1 <= options.batch:
+        raise UsageError(f"--batch must be at least 1, got {options.batch}")
     if to in ("onnx", "nir"):
         source = load_model_source(target)
         out = output or f"{_stem(source.name)}-{to}"

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from edgekit.errors import CheckFailed
+from edgekit.errors import CheckFailed, UsageError
 
 _REL_FLOOR = 1e-12  # relative error of an exact zero reference is measured against this floor
 
@@ -101,9 +101,18 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
     )
 
 
+def check_tolerances(atol: float | None, rtol: float | None) -> None:
+    """Refuse a tolerance that is not a finite number >= 0: an infinite one (or nan, where every
+    comparison is false) would pass any output and switch validation off unseen."""
+    for name, value in (("--atol", atol), ("--rtol", rtol)):
+        if value is not None and not 0 <= value < float("inf"):
+            raise UsageError(f"{name} must be a finite number >= 0, got {value}")
+
+
 def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                     atol: float, rtol: float, against: str = "torch",
                     inputs: str = "example inputs") -> ValidationReport:
+    check_tolerances(atol, rtol)
     missing = set(reference) - set(actual)
     if missing:
         raise CheckFailed(f"exported model lacks output(s) {', '.join(sorted(missing))}")

@@ -35,17 +35,19 @@ def test_astra_run_defaults_to_astra():
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["profile", "mlp", "--batch", "0"], "'--batch': 0 is not in the range x>=1"),
-    (["profile", "mlp", "--duration", "0"], "'--duration': 0.0 is not in the range x>0"),
-    (["compare", "mlp", "--threads", "0"], "'--threads': 0 is not in the range x>=1"),
-    (["train", "mlp", "--epochs", "0"], "'--epochs': 0 is not in the range x>=1"),
+    (["profile", "mlp", "--batch", "0"], "'--batch': 0 is not in the range 1<=x<=1048576"),
+    (["profile", "mlp", "--duration", "0"], "'--duration': 0.0 is not in the range 0<x<=604800.0"),
+    (["compare", "mlp", "--threads", "0"], "'--threads': 0 is not in the range 1<=x<=4096"),
+    (["train", "mlp", "--epochs", "0"], "'--epochs': 0 is not in the range 1<=x<=2147483647"),
     (["export", "mlp", "--atol", "-1"], "'--atol': -1.0 is not in the range x>=0"),
-    (["astra", "run", "--world-size", "0"], "'--world-size': 0 is not in the range x>=1"),
+    (["astra", "run", "--world-size", "0"], "'--world-size': 0 is not in the range 1<=x<=256"),
     (["astra", "run", "--loss", "0.5"], "'--loss': 0.5 is not in the range 0<=x<0.5"),
-    (["astra", "model", "--gflops", "0"], "'--gflops': 0.0 is not in the range x>0"),
-    (["astra", "model", "--single-s", "-1"], "'--single-s': -1.0 is not in the range x>0"),
-    (["moe", "serve", "store", "--threads", "0"], "'--threads': 0 is not in the range x>=1"),
-    (["moe", "bench", "store", "--bandwidth", "0"], "'--bandwidth': 0.0 is not in the range x>0"),
+    (["astra", "model", "--gflops", "0"], "'--gflops': 0.0 is not in the range 0<x<=1000000000.0"),
+    (["astra", "model", "--single-s", "-1"],
+     "'--single-s': -1.0 is not in the range 0<x<=604800.0"),
+    (["moe", "serve", "store", "--threads", "0"], "'--threads': 0 is not in the range 1<=x<=4096"),
+    (["moe", "bench", "store", "--bandwidth", "0"],
+     "'--bandwidth': 0.0 is not in the range 0<x<=10000.0"),
 ])
 def test_out_of_range_numbers_are_one_line_usage_errors(args, fragment):
     result = CliRunner().invoke(cli, args)

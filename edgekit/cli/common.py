@@ -7,10 +7,25 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+# Option types for bounded numbers, re-exported for the commands (edgekit.bounds: shared
+# with the ASTRA worker, which is library code and never imports the CLI).
+from edgekit.bounds import (  # noqa: F401
+    BATCH,
+    COUNT,
+    MAX_THREADS,
+    NON_NEGATIVE,
+    NON_NEGATIVE_SECONDS,
+    POSITIVE,
+    SAMPLES,
+    SECONDS,
+    SEED,
+    THREADS,
+    TIMESTEPS,
+    FiniteFloatRange,
+)
 from edgekit.fileio import atomic_write_json
 from edgekit.progress import ProgressUpdate
 
@@ -19,10 +34,6 @@ from edgekit.progress import ProgressUpdate
 console = Console() if sys.stdout.isatty() else Console(width=160)
 err_console = Console(stderr=True)
 
-# Option types for bounded numbers: click rejects a value outside with exit code 2 and one line.
-COUNT = click.IntRange(min=1)
-NON_NEGATIVE = click.FloatRange(min=0)
-POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:

@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names
-from edgekit.cli.common import COUNT, POSITIVE, console, err_console, progress_bars, write_json
+from edgekit.cli.common import (
+    BATCH,
+    SECONDS,
+    THREADS,
+    console,
+    err_console,
+    progress_bars,
+    write_json,
+)
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
@@ -61,9 +69,9 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--backend", type=click.Choice(backend_names()), default="onnxruntime",
               show_default=True)
-@click.option("--batch", type=COUNT, default=1, show_default=True)
-@click.option("--threads", type=COUNT, help="Intra-op threads (default: all usable cores).")
-@click.option("--duration", type=POSITIVE, default=1.0, show_default=True,
+@click.option("--batch", type=BATCH, default=1, show_default=True)
+@click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
+@click.option("--duration", type=SECONDS, default=1.0, show_default=True,
               help="Timed seconds per model.")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")

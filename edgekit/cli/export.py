@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from edgekit.cli.common import COUNT, NON_NEGATIVE, console, err_console
+from edgekit.cli.common import BATCH, NON_NEGATIVE, SAMPLES, console, err_console
 from edgekit.errors import UsageError
 from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
 from edgekit.exporters.calibration import CALIBRATORS
@@ -20,6 +20,10 @@ _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
 _ENGINE_OPTIONS = ("precision", "workspace", "dla_core", "min_shape", "opt_shape", "max_shape",
                    "timing_cache")
 _INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache")
+# TensorRT workspace in MiB: 1 TiB is beyond any GPU's memory; the bytes must fit a 64-bit size.
+WORKSPACE_MIB = click.IntRange(1, 2**20)
+# DLA cores: Xavier and Orin have two (0 and 1); TensorRT takes a small int.
+DLA_CORE = click.IntRange(0, 15)
 
 
 def _flag(name: str) -> str:
@@ -75,15 +79,15 @@ def _echo(line: str) -> None:
 @click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS), default="onnx", show_default=True)
 @click.option("--device", help="Target device profile (recorded in the manifest).")
 @click.option("--opset", type=int, help="ONNX opset (default: the entry's).")
-@click.option("--batch", type=COUNT, help="Fixed batch size of the ONNX model (default 1).")
+@click.option("--batch", type=BATCH, help="Fixed batch size of the ONNX model (default 1).")
 @click.option("--dynamic-batch", is_flag=True, help="Export with a symbolic batch dimension.")
 @click.option("--atol", type=NON_NEGATIVE,
               help="Absolute tolerance (default: the entry's; wider for fp16/int8 engines).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--precision", type=click.Choice(PRECISIONS),
               help="TensorRT precision (default fp32, with TF32 off).")
-@click.option("--workspace", type=COUNT, help="TensorRT builder workspace limit in MiB.")
-@click.option("--dla-core", type=click.IntRange(min=0),
+@click.option("--workspace", type=WORKSPACE_MIB, help="TensorRT builder workspace limit in MiB.")
+@click.option("--dla-core", type=DLA_CORE,
               help="Build for this DLA core (Jetson Xavier/Orin), GPU fallback on.")
 @click.option("--min-shape", multiple=True, help="Optimisation profile, trtexec syntax: "
                                                  "NAME:DIMS such as input:1x1x8x8 (repeatable).")
@@ -91,8 +95,8 @@ def _echo(line: str) -> None:
 @click.option("--max-shape", multiple=True, help="Largest shape the engine accepts.")
 @click.option("--calibrator", type=click.Choice(CALIBRATORS),
               help="INT8 calibrator (default entropy).")
-@click.option("--calib-samples", type=COUNT, help="INT8 calibration samples (default 512).")
-@click.option("--calib-batch", type=COUNT, help="INT8 calibration batch size (default: the model's "
+@click.option("--calib-samples", type=SAMPLES, help="INT8 calibration samples (default 512).")
+@click.option("--calib-batch", type=BATCH, help="INT8 calibration batch size (default: the model's "
                                               "fixed batch, else 32).")
 @click.option("--calib-data", type=click.Path(dir_okay=False),
               help="Your own .npz (arrays x, y) to calibrate with (default: the entry's dataset, "

@@ -8,7 +8,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names, list_backends
-from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, progress_bars, write_json
+from edgekit.cli.common import (
+    BATCH,
+    COUNT,
+    NON_NEGATIVE_SECONDS,
+    SECONDS,
+    THREADS,
+    console,
+    progress_bars,
+    write_json,
+)
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.run import profile as run_profile
@@ -90,11 +99,11 @@ def render_profile(report: dict[str, Any]) -> Table:
               help="TensorRT: replay the engine from a captured CUDA graph "
                    "(trtexec --useCudaGraph).")
 @click.option("--device", help="Device profile (default: the detected one).")
-@click.option("--batch", type=COUNT, default=1, show_default=True)
-@click.option("--threads", type=COUNT, help="Intra-op threads (default: all usable cores).")
-@click.option("--warmup", type=NON_NEGATIVE, default=0.2, show_default=True,
+@click.option("--batch", type=BATCH, default=1, show_default=True)
+@click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
+@click.option("--warmup", type=NON_NEGATIVE_SECONDS, default=0.2, show_default=True,
               help="Warm-up seconds.")
-@click.option("--duration", type=POSITIVE, default=3.0, show_default=True, help="Timed seconds.")
+@click.option("--duration", type=SECONDS, default=3.0, show_default=True, help="Timed seconds.")
 @click.option("--iterations", type=COUNT,
               help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,

@@ -8,7 +8,15 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    SAMPLES,
+    SECONDS,
+    THREADS,
+    TIMESTEPS,
+    console,
+    err_console,
+    write_json,
+)
 from edgekit.provenance import report_document
 from edgekit.spiking.plot import plot_simulation
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source
@@ -79,15 +87,15 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
 @click.argument("model")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),
               help="Trained weights for MODEL (.safetensors from 'edgekit train').")
-@click.option("--samples", type=COUNT, default=100, show_default=True,
+@click.option("--samples", type=SAMPLES, default=100, show_default=True,
               help="Test-split samples to run.")
-@click.option("-T", "--timesteps", type=COUNT, help="Time steps (default: the model's own).")
+@click.option("-T", "--timesteps", type=TIMESTEPS, help="Time steps (default: the model's own).")
 @click.option("--device", help="Device profile the profiler runs on (default: the detected one).")
 @click.option("--chip", default="loihi", show_default=True,
               help="Neuromorphic device profile whose cost table prices the events.")
-@click.option("--duration", type=POSITIVE, default=1.0, show_default=True,
+@click.option("--duration", type=SECONDS, default=1.0, show_default=True,
               help="Timed seconds of the profiler run.")
-@click.option("--threads", type=COUNT,
+@click.option("--threads", type=THREADS,
               help="Profiler intra-op threads (default: all usable cores).")
 @click.option("--no-profile", is_flag=True, help="Skip the profiler's energy on --device.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")

@@ -6,7 +6,7 @@ from pathlib import Path
 import click
 
 from edgekit.checkpoint import save_checkpoint
-from edgekit.cli.common import COUNT, POSITIVE, console, progress_bars, write_json
+from edgekit.cli.common import COUNT, SECONDS, SEED, console, progress_bars, write_json
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.provenance import report_document
@@ -18,9 +18,9 @@ from edgekit.training import train as run_training
 @click.argument("model")
 @click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
-@click.option("--seconds", type=POSITIVE,
+@click.option("--seconds", type=SECONDS,
               help="Time budget for training; every model's trainer stops when it runs out.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Checkpoint path (.safetensors); default ./MODEL.safetensors.")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),

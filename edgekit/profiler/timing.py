@@ -5,6 +5,7 @@ Each iteration runs and synchronises the backend and records its own wall time w
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,12 +24,16 @@ class TimingPlan:
     iterations: int | None = None  # a fixed count overrides duration
 
     def __post_init__(self) -> None:
-        if self.warmup_s < 0:
-            raise UsageError(f"--warmup must be >= 0 seconds, got {self.warmup_s}")
-        if self.iterations is not None and self.iterations < 1:
+        # Written so that nan fails too (every comparison with nan is false), and an infinite
+        # warm-up or duration, which would never end, is refused with it.
+        if not 0 <= self.warmup_s < math.inf:
+            raise UsageError(f"--warmup must be a finite number >= 0 seconds, "
+                             f"got {self.warmup_s}")
+        if self.iterations is not None and not self.iterations >= 1:
             raise UsageError(f"--iterations must be at least 1, got {self.iterations}")
-        if self.iterations is None and self.duration_s <= 0:
-            raise UsageError(f"--duration must be > 0 seconds, got {self.duration_s}")
+        if self.iterations is None and not 0 < self.duration_s < math.inf:
+            raise UsageError(f"--duration must be a finite number > 0 seconds, "
+                             f"got {self.duration_s}")
 
     def describe(self) -> dict[str, Any]:
         return {"warmup_s": self.warmup_s, "min_warmup_iterations": self.min_warmup_iterations,

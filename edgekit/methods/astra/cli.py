@@ -13,7 +13,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    COUNT,
+    SECONDS,
+    THREADS,
+    FiniteFloatRange,
+    console,
+    err_console,
+    write_json,
+)
 from edgekit.errors import UsageError
 from edgekit.methods.astra.runtime.bench import MULTI_MODES, run_bench
 from edgekit.methods.astra.runtime.latency_model import (
@@ -28,11 +36,21 @@ from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.methods.astra.runtime.models import MODEL_CONFIGS, model_config
 from edgekit.methods.astra.runtime.modes import mode_classes
 from edgekit.methods.astra.runtime.report import run_report, summarise
-from edgekit.methods.astra.runtime.spec import RunSpec, spec_from_options, spec_options
+from edgekit.methods.astra.runtime.spec import (
+    LATENCY_MS,
+    LOSS,
+    TOKENS,
+    WORLD_SIZE,
+    RunSpec,
+    spec_from_options,
+    spec_options,
+)
 from edgekit.provenance import report_document
 
-# Packet-loss probability, the range LinkSpec accepts.
-LOSS = click.FloatRange(0, 0.5, max_open=True)
+# Ranks of the analytic model (nothing is spawned): 4096 devices is beyond any edge cluster.
+MODEL_WORLD_SIZE = click.IntRange(1, 4096)
+# Compute rate in GFLOP/s: 10^9 GFLOP/s (an exaflop) is beyond any single device.
+GFLOPS = FiniteFloatRange(min=0, max=1e9, min_open=True)
 
 
 @click.group("astra")
@@ -80,7 +98,7 @@ def render_run(result: dict[str, Any]) -> Table:
 
 
 @astra.command("run")
-@click.option("--world-size", type=COUNT, default=2, show_default=True,
+@click.option("--world-size", type=WORLD_SIZE, default=2, show_default=True,
               help="Local processes to spawn (ranks).")
 @spec_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
@@ -117,16 +135,16 @@ def render_bench(body: dict[str, Any]) -> Table:
 
 @astra.command("bench")
 @click.option("--model", type=click.Choice(MODEL_CONFIGS), default="vit-s", show_default=True)
-@click.option("--tokens", type=COUNT, default=1024, show_default=True)
+@click.option("--tokens", type=TOKENS, default=1024, show_default=True)
 @click.option("--bandwidth", "bandwidths", multiple=True,
               default=("10Mbps", "100Mbps", "1Gbps"), show_default=True)
-@click.option("--world-size", type=click.IntRange(min=2), default=2,
+@click.option("--world-size", type=click.IntRange(2, WORLD_SIZE.max), default=2,
               show_default=True)
-@click.option("--threads", type=COUNT, default=1, show_default=True)
+@click.option("--threads", type=THREADS, default=1, show_default=True)
 @click.option("--reps", type=COUNT, default=3, show_default=True)
-@click.option("--budget-s", type=POSITIVE, default=12.0, show_default=True,
+@click.option("--budget-s", type=SECONDS, default=12.0, show_default=True,
               help="Timing per case stops after this long (at least one rep).")
-@click.option("--latency-ms", type=NON_NEGATIVE, default=0.0, show_default=True)
+@click.option("--latency-ms", type=LATENCY_MS, default=0.0, show_default=True)
 @click.option("--loss", type=LOSS, default=0.0, show_default=True)
 @click.option("--extra-groups", type=COUNT, multiple=True, default=(1,), show_default=True,
               help="Also run ASTRA at these VQ group counts.")
@@ -150,18 +168,18 @@ def bench(json_path: str | None, **options: Any) -> None:
 
 @astra.command("model")
 @click.option("--model", type=click.Choice(MODEL_CONFIGS), default="vit-s", show_default=True)
-@click.option("--tokens", type=COUNT, default=1024, show_default=True)
+@click.option("--tokens", type=TOKENS, default=1024, show_default=True)
 @click.option("--groups", type=COUNT, help="VQ groups G (default: the config's).")
 @click.option("--bandwidth", "bandwidths", multiple=True,
               default=("10Mbps", "100Mbps", "1Gbps"), show_default=True)
-@click.option("--world-size", "world_sizes", type=COUNT, multiple=True, default=(2, 4, 8),
-              show_default=True)
-@click.option("--latency-ms", type=NON_NEGATIVE, default=0.0, show_default=True)
+@click.option("--world-size", "world_sizes", type=MODEL_WORLD_SIZE, multiple=True,
+              default=(2, 4, 8), show_default=True)
+@click.option("--latency-ms", type=LATENCY_MS, default=0.0, show_default=True)
 @click.option("--loss", type=LOSS, default=0.0, show_default=True)
-@click.option("--gflops", type=POSITIVE, help="Compute rate per device (default: a device "
+@click.option("--gflops", type=GFLOPS, help="Compute rate per device (default: a device "
               "profile's fp32 peak with --profile, else 50 GFLOP/s).")
 @click.option("--profile", "profile_name", help="Device profile whose fp32 peak is the rate.")
-@click.option("--single-s", type=POSITIVE, help="Calibrate the rate from a measured single-device "
+@click.option("--single-s", type=SECONDS, help="Calibrate the rate from a measured single-device "
               "latency instead (seconds per forward).")
 @click.option("--measure", is_flag=True, help="Measure each mode's rank compute here (one "
               "thread, no network) instead of FLOPs / rate.")
@@ -175,6 +193,8 @@ def model(model: str, tokens: int, groups: int | None, bandwidths: tuple[str, ..
     Rank compute (FLOPs / rate, or measured) plus the wire time of its exchange pattern.
     """
     cfg = model_config(model, tokens, groups)
+    if groups is not None and cfg["dim"] % groups:
+        raise UsageError(f"VQ groups {groups} must be a positive divisor of dim {cfg['dim']}")
     w = Workload(tokens=(cfg["image_size"] // cfg["patch_size"]) ** 2, dim=cfg["dim"],
                  depth=cfg["depth"], heads=cfg["heads"], mlp_ratio=cfg["mlp_ratio"],
                  groups=cfg["groups"], codes=cfg["codes"])

@@ -18,7 +18,16 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    COUNT,
+    MAX_THREADS,
+    SEED,
+    THREADS,
+    FiniteFloatRange,
+    console,
+    err_console,
+    write_json,
+)
 from edgekit.errors import UsageError
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import POLICIES
@@ -35,6 +44,13 @@ from edgekit.methods.zipmoe.engine import (
 from edgekit.methods.zipmoe.store import Store
 from edgekit.methods.zipmoe.tiny import SIZES
 from edgekit.provenance import report_document
+
+# Storage bandwidth in GB/s: 10 TB/s is beyond any storage device (and 1e300 GB/s overflows to
+# inf bytes/s).
+STORAGE_GBS = FiniteFloatRange(min=0, max=1e4, min_open=True)
+# Tokens to generate: the byte-level tiny models' KV cache for 2^20 tokens is already beyond an
+# edge device's memory.
+NEW_TOKENS = click.IntRange(1, 2**20)
 
 
 @click.group("moe")
@@ -85,23 +101,23 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
         click.option("--memory-budget", default="25%", show_default=True,
                      help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
                           "bf16 bytes like 25%."),
-        click.option("--workers", type=click.IntRange(min=0),
+        click.option("--workers", type=click.IntRange(0, MAX_THREADS),
                      help="ZipMoE decode worker threads (L); 0 decodes on the compute thread. "
                           "Default: the cores left after the compute threads and the I/O "
                           "thread, 0 to 4."),
         click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
                      show_default=True, help="ZipMoE eviction policy."),
-        click.option("--full-ratio", type=click.FloatRange(0, 1),
+        click.option("--full-ratio", type=FiniteFloatRange(0, 1),
                      help="Fix the full-pool share of the budget instead of planning it."),
         click.option("--prefetch/--no-prefetch", default=True, show_default=True,
                      help="ZipMoE: start reading the next layer's predicted experts early."),
         click.option("--storage-profile",
                      help="Cap storage reads at this device profile's storage bandwidth "
                           "(e.g. jetson-agx-orin-64gb)."),
-        click.option("--bandwidth", type=POSITIVE, help="Cap storage reads at this many GB/s."),
+        click.option("--bandwidth", type=STORAGE_GBS, help="Cap storage reads at this many GB/s."),
         click.option("--direct/--no-direct", default=True, show_default=True,
                      help="O_DIRECT reads where the file system allows."),
-        click.option("--threads", type=COUNT, default=1, show_default=True,
+        click.option("--threads", type=THREADS, default=1, show_default=True,
                      help="torch intra-op threads for compute (decode workers use the rest)."),
     ]
     for option in reversed(options):
@@ -113,7 +129,7 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option("--family", type=click.Choice(sorted(ALIASES)), default="qwen", show_default=True)
 @click.option("--size", type=click.Choice(SIZES), default="tiny", show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--seed", type=SEED, default=0, show_default=True)
 def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
     """Write a tiny random MoE checkpoint in Hugging Face layout.
 
@@ -141,7 +157,7 @@ def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
 @click.option("--level", type=int, help="Compression level (default: zstd 16, lz4 9).")
 @click.option("--chunks", type=COUNT, default=codec.DEFAULT_CHUNKS, show_default=True,
               help="Exponent chunks per tensor (K).")
-@click.option("--workers", type=COUNT, default=2, show_default=True)
+@click.option("--workers", type=THREADS, default=2, show_default=True)
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record a routing trace (calibration text) for the planner.")
 def compress(checkpoint: str, output: str, codec_name: str, level: int | None, chunks: int,
@@ -217,7 +233,7 @@ def verify(store_path: str) -> None:
 @moe.command("serve")
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 @click.option("--prompt", required=True, help="Text to continue (byte-level tokens).")
-@click.option("--max-new-tokens", type=COUNT, default=32, show_default=True)
+@click.option("--max-new-tokens", type=NEW_TOKENS, default=32, show_default=True)
 @click.option("--mode", type=click.Choice(MODES), default="zipmoe", show_default=True)
 @_engine_options
 @click.option("--json", "json_path", type=click.Path(dir_okay=False),
@@ -279,7 +295,7 @@ def render_bench(report: dict[str, Any]) -> Table:
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 @click.option("--prompt", "prompts", multiple=True,
               help="A prompt (repeatable; default: three built-in prompts).")
-@click.option("--max-new-tokens", type=COUNT, default=16, show_default=True)
+@click.option("--max-new-tokens", type=NEW_TOKENS, default=16, show_default=True)
 @click.option("--modes", default=",".join(MODES), show_default=True,
               help="Comma-separated modes to run.")
 @_engine_options

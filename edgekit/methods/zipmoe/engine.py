@@ -37,6 +37,11 @@ _UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
           "g": 2**30}
 
 
+# The largest size parse_size accepts: 1 PiB, beyond any machine's memory; larger numbers are
+# typos (and a 400-digit one is inf as a float).
+MAX_SIZE_BYTES = 2**50
+
+
 def parse_size(text: str, total_expert_bytes: int | None = None) -> int:
     """Bytes from '64MiB', '1.5GB', '4096' or, relative to all experts' bf16 bytes, '25%'."""
     match = _SIZE.match(str(text))
@@ -47,11 +52,16 @@ def parse_size(text: str, total_expert_bytes: int | None = None) -> int:
     if unit == "%":
         if total_expert_bytes is None:
             raise UsageError("a percentage budget needs the store's expert size")
-        return int(value / 100 * total_expert_bytes)
-    if unit not in _UNITS:
+        size = value / 100 * total_expert_bytes
+    elif unit not in _UNITS:
         raise UsageError(f"unknown size unit '{match.group(2)}'",
                          hint="valid: B, KB, MB, GB, KiB, MiB, GiB, %")
-    return int(value * _UNITS[unit])
+    else:
+        size = value * _UNITS[unit]
+    if not size <= MAX_SIZE_BYTES:  # also a 400-digit number, which float() makes inf
+        raise UsageError(f"the size '{text}' is beyond {MAX_SIZE_BYTES // 2**40} TiB",
+                         hint="use e.g. 512MiB, 2GB or 25%")
+    return int(size)
 
 
 # [ours] More decode workers than this gain nothing in Python: decoding is bound by the GIL-free

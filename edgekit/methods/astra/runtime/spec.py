@@ -5,10 +5,26 @@ same options a user passes to ``python -m edgekit.methods.astra.runtime.worker``
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
+import click
+
+from edgekit.bounds import BATCH, COUNT, SECONDS, SEED, THREADS, FiniteFloatRange
 from edgekit.errors import UsageError
 from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
+
+# Bounds of the options below (and of ``edgekit astra``'s), so a bad value is one usage line
+# before any process starts.
+# Packet-loss probability, the range LinkSpec accepts.
+LOSS = FiniteFloatRange(0, 0.5, max_open=True)
+# One-way link latency: an hour per message is beyond any real link.
+LATENCY_MS = FiniteFloatRange(min=0, max=3.6e6)
+# Patch tokens: 2^20 tokens' attention matrices do not fit in any edge device's memory.
+TOKENS = click.IntRange(1, 2**20)
+# Local processes to spawn: each rank is a full Python + torch process (~300 MB); 256 of them
+# already exceed a workstation's memory.
+WORLD_SIZE = click.IntRange(1, 256)
 
 
 @dataclass(frozen=True)
@@ -40,7 +56,9 @@ class RunSpec:
         for name in ("batch", "reps", "threads", "bp_blocks"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
-        if self.warmup < 0 or self.budget_s <= 0 or self.timeout_s <= 0:
+        # "not x > 0" also refuses nan; an infinite budget or timeout never ends.
+        if not (self.warmup >= 0 and 0 < self.budget_s < math.inf
+                and 0 < self.timeout_s < math.inf):
             raise UsageError("--warmup must be >= 0, --budget-s and --timeout positive")
         links = tuple(LinkSpec(parse_bandwidth(b), self.latency_ms / 1e3, self.loss,
                                self.link_seed) for b in self.bandwidths)
@@ -78,42 +96,40 @@ def spec_options(f):  # noqa: ANN001, ANN201 - click decorator stack
     from edgekit.methods.astra.runtime.models import MODEL_CONFIGS
     from edgekit.methods.astra.runtime.modes import MODE_NAMES
 
-    count = click.IntRange(min=1)
-    positive = click.FloatRange(min=0, min_open=True)
     options = [
         click.option("--mode", "modes", type=click.Choice(MODE_NAMES), default=("astra",),
                      multiple=True, show_default=True,
                      help="Repeat to run several modes in one process group."),
         click.option("--model", type=click.Choice(MODEL_CONFIGS), default="digits",
                      show_default=True, help="digits (tiny, 16 tokens), vit-s or vit-b."),
-        click.option("--tokens", type=count, help="Patch tokens (a square number, e.g. 1024)."),
-        click.option("--groups", type=count, help="VQ groups G (default: the config's)."),
-        click.option("--batch", type=count, default=1, show_default=True),
+        click.option("--tokens", type=TOKENS, help="Patch tokens (a square number, e.g. 1024)."),
+        click.option("--groups", type=COUNT, help="VQ groups G (default: the config's)."),
+        click.option("--batch", type=BATCH, default=1, show_default=True),
         click.option("--bandwidth", "bandwidths", multiple=True,
                      help="Emulated link, e.g. 10Mbps, 1Gbps; repeat for several cases "
                           "(default: unshaped)."),
-        click.option("--latency-ms", type=click.FloatRange(min=0), default=0.0, show_default=True,
+        click.option("--latency-ms", type=LATENCY_MS, default=0.0, show_default=True,
                      help="One-way link latency per message."),
-        click.option("--loss", type=click.FloatRange(0, 0.5, max_open=True), default=0.0,
+        click.option("--loss", type=LOSS, default=0.0,
                      show_default=True,
                      help="Packet-loss probability (lost packets are resent)."),
-        click.option("--link-seed", type=int, default=0, show_default=True,
+        click.option("--link-seed", type=SEED, default=0, show_default=True,
                      help="Seed of the packet-loss draws."),
-        click.option("--reps", type=count, default=3, show_default=True,
+        click.option("--reps", type=COUNT, default=3, show_default=True,
                      help="Timed forwards per case (at most)."),
-        click.option("--warmup", type=click.IntRange(min=0), default=1, show_default=True),
-        click.option("--budget-s", type=positive, default=60.0, show_default=True,
+        click.option("--warmup", type=click.IntRange(0, 2**31 - 1), default=1, show_default=True),
+        click.option("--budget-s", type=SECONDS, default=60.0, show_default=True,
                      help="Stop timing a case after this long (at least one rep)."),
-        click.option("--timeout", "timeout_s", type=positive, default=60.0, show_default=True,
+        click.option("--timeout", "timeout_s", type=SECONDS, default=60.0, show_default=True,
                      help="Seconds a rank waits for the rendezvous or a collective."),
-        click.option("--threads", type=count, default=1, show_default=True,
+        click.option("--threads", type=THREADS, default=1, show_default=True,
                      help="torch threads per rank."),
         click.option("--fault", help="Inject a fault: RANK:crash, RANK:kill or RANK:hang."),
-        click.option("--seed", type=int, default=0, show_default=True,
+        click.option("--seed", type=SEED, default=0, show_default=True,
                      help="Seed of the (untrained) weights and inputs."),
-        click.option("--bp-blocks", type=count, default=4, show_default=True,
+        click.option("--bp-blocks", type=COUNT, default=4, show_default=True,
                      help="Nb, BP blocks of the block-parallel modes."),
-        click.option("--astra-groups", type=count, multiple=True,
+        click.option("--astra-groups", type=COUNT, multiple=True,
                      help="Also run ASTRA at these VQ group counts (modes astra-gG)."),
         click.option("--keep-logits", is_flag=True, help="Put rank 0's logits in the result."),
     ]
