@@ -218,10 +218,10 @@ def render_store(store: Store) -> Table:
 @moe.command("verify")
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 def verify(store_path: str) -> None:
-    """Check a store's metadata, every chunk's CRC-32, and decode every tensor.
+    """Check a store: metadata hashes, every chunk's CRC-32, every tensor.
 
-    The manifest and config.json must match their SHA-256, and every tensor the model of
-    config.json needs must be present with its shape and dtype."""
+    The manifest and config.json must match their SHA-256, every tensor the model of config.json
+    needs must be present with its shape and dtype, and every tensor is decoded."""
     store = Store(store_path)
     with _progress("verify") as progress:
         task = progress.add_task("verifying", total=len(store.tensors))
