@@ -218,7 +218,7 @@ def render_store(store: Store) -> Table:
 @moe.command("verify")
 @click.argument("store_path", metavar="STORE", type=click.Path(file_okay=False))
 def verify(store_path: str) -> None:
-    """Check a store: metadata hashes, every chunk's CRC-32, every tensor.
+    """Check a store's metadata hashes, chunk CRC-32s and tensors.
 
     The manifest and config.json must match their SHA-256, every tensor the model of config.json
     needs must be present with its shape and dtype, and every tensor is decoded."""
