@@ -198,7 +198,7 @@ trtexec lives in `/usr/src/tensorrt/bin/` on JetPack.
 
 def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig, *,
                         calibration: CalibrationSamples | None = None,
-                        cuda_graph: bool = False) -> BundleResult:
+                        cuda_graph: bool = False, force: bool = False) -> BundleResult:
     """Write the bundle for ``artifact`` (an ONNX artifact) and the requested ``build``."""
     if artifact.format != "onnx":
         raise UsageError(f"{artifact.folder} is a {artifact.format} artifact; a Jetson bundle is "
@@ -221,7 +221,7 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
     commands = bundle_commands(build, ranges, dynamic, _profile_batch(ranges, m),
                                cuda_graph=cuda_graph)
     name = artifact.source_name
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:
         files: dict[str, Any] = {}
         for fname in ("model.onnx", REFERENCE_FILE):
             if not (artifact.folder / fname).is_file():
