@@ -15,7 +15,7 @@ from safetensors.torch import save
 from edgekit import create_model
 from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_directory, check_output
+from edgekit.fileio import atomic_directory
 
 EXE = [sys.executable, "-m", "edgekit"]
 
@@ -101,6 +101,8 @@ def test_make_tiny_replaces_its_own_folder_only(tmp_path):
 
 
 def test_check_output_overlaps(tmp_path):
+    from edgekit.fileio import check_output
+
     src = tmp_path / "in"
     src.mkdir()
     for out in (src, src / "sub", tmp_path):
