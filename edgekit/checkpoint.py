@@ -1,12 +1,15 @@
-"""Checkpoints: weights in safetensors, a JSON sidecar with the entry, variant and config.
+"""Checkpoints: one safetensors file holding the weights and, in its metadata, the entry,
+variant, config, metrics and the weights' SHA-256.
 
-``model.safetensors`` + ``model.json``: the sidecar is enough to rebuild the module without the
-command line that trained it, and it records the weights' SHA-256 so a corrupt or swapped file is
-caught before it is loaded. Nothing is ever unpickled.
+The metadata is enough to rebuild the module without the command line that trained it, and the
+checksum catches a corrupt or swapped file before it is loaded. Being one file, a checkpoint is
+written in one atomic step and never touches a neighbour (an earlier layout kept a ``NAME.json``
+sidecar beside the weights; such checkpoints are still read). Nothing is ever unpickled.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,10 +17,17 @@ from typing import Any
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_write_bytes, atomic_write_json, read_json_object
+from edgekit.fileio import atomic_write_bytes, read_json_object
 from edgekit.registry import VARIANT_SEPARATOR, ModelEntry, split_name
 
-SIDECAR_FORMAT = "edgekit-checkpoint/1"
+CHECKPOINT_FORMAT = "edgekit-checkpoint/2"  # the record lives in the safetensors metadata
+METADATA_KEY = "edgekit"  # metadata key whose value is the record as JSON
+LEGACY_FORMAT = "edgekit-checkpoint/1"  # NAME.safetensors + NAME.json sidecar
+# The record's fields and their JSON types (``variant`` may also be null).
+_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "format": str, "entry": str, "variant": (str, type(None)), "config": dict, "metrics": dict,
+    "weights_sha256": str,
+}
 
 
 @dataclass(frozen=True)
@@ -34,14 +44,22 @@ class Checkpoint:
         return self.entry.name + (f"{VARIANT_SEPARATOR}{self.variant}" if self.variant else "")
 
 
-def sidecar_path(path: str | Path) -> Path:
-    return Path(path).with_suffix(".json")
+def _legacy_sidecar(path: Path) -> Path:
+    return path.with_suffix(".json")
+
+
+def weights_digest(state: dict[str, Any]) -> str:
+    """SHA-256 of the tensors serialised as safetensors without metadata (deterministic: names
+    sorted), so the checksum can travel inside the file it checks."""
+    from safetensors.torch import save
+
+    return hashlib.sha256(save(state)).hexdigest()
 
 
 def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> Path:
-    """Write ``path`` (.safetensors) and its sidecar atomically; the model must come from the
-    registry (it carries ``edgekit_cfg``)."""
+    """Write ``path`` (.safetensors), weights and record in one atomic step; the model must come
+    from the registry (it carries ``edgekit_cfg``)."""
     from safetensors.torch import save
 
     cfg = getattr(model, "edgekit_cfg", None)
@@ -51,41 +69,74 @@ def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] 
     if path.suffix != ".safetensors":
         raise UsageError(f"checkpoint path {path} must end in .safetensors")
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
-    blob = save(state, metadata={"format": SIDECAR_FORMAT, "entry": cfg["entry"]})
-    atomic_write_bytes(path, blob)
-    sidecar = {
-        "format": SIDECAR_FORMAT,
+    record = {
+        "format": CHECKPOINT_FORMAT,
         "entry": cfg["entry"],
         "variant": cfg["variant"],
         "config": dict(cfg["config"]),
         "metrics": metrics or {},
-        "weights_sha256": hashlib.sha256(blob).hexdigest(),
+        "weights_sha256": weights_digest(state),
         **(extra or {}),
     }
-    atomic_write_json(sidecar_path(path), sidecar)
+    blob = save(state, metadata={"format": "pt", METADATA_KEY: json.dumps(record)})
+    atomic_write_bytes(path, blob)
     return path
 
 
+def _metadata(path: Path) -> dict[str, str]:
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return handle.metadata() or {}
+    except (SafetensorError, OSError) as exc:
+        raise UsageError(f"checkpoint {path}: unreadable safetensors ({exc})") from exc
+
+
+def _check_record(info: dict[str, Any], where: str) -> None:
+    for field, kind in _FIELDS.items():
+        if field not in info:
+            raise UsageError(f"{where}: field '{field}' is missing",
+                             hint="checkpoints are written by 'edgekit train'")
+        if not isinstance(info[field], kind) or isinstance(info[field], bool):
+            names = "/".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+            raise UsageError(f"{where}: field '{field}' must be {names}, "
+                             f"not {type(info[field]).__name__}")
+
+
 def read_checkpoint(path: str | Path) -> Checkpoint:
-    """Read and check the sidecar (not the weights)."""
+    """Read and check the record (not the weights)."""
     path = Path(path)
-    side = sidecar_path(path)
     if not path.is_file():
         raise UsageError(f"checkpoint {path} does not exist")
-    if not side.is_file():
-        raise UsageError(f"checkpoint {path} has no sidecar {side.name}",
-                         hint="checkpoints are written by 'edgekit train'")
-    info = read_json_object(side)
-    if info.get("format") != SIDECAR_FORMAT:
-        raise UsageError(f"{side}: not an edgekit checkpoint sidecar")
-    name = info["entry"] + (f"{VARIANT_SEPARATOR}{info['variant']}" if info.get("variant") else "")
+    metadata = _metadata(path)
+    if METADATA_KEY in metadata:
+        where = f"{path} (metadata '{METADATA_KEY}')"
+        try:
+            info = json.loads(metadata[METADATA_KEY])
+        except ValueError as exc:
+            raise UsageError(f"{where}: not valid JSON ({exc})") from exc
+        if not isinstance(info, dict):
+            raise UsageError(f"{where}: expected a JSON object")
+        expected = CHECKPOINT_FORMAT
+    else:
+        side = _legacy_sidecar(path)
+        if not side.is_file():
+            raise UsageError(f"{path} is not an edgekit checkpoint (no '{METADATA_KEY}' metadata)",
+                             hint="checkpoints are written by 'edgekit train'")
+        where, info, expected = str(side), read_json_object(side), LEGACY_FORMAT
+    if info.get("format") != expected:
+        raise UsageError(f"{where}: not an edgekit checkpoint record (format "
+                         f"{info.get('format')!r}, expected {expected!r})")
+    _check_record(info, where)
+    name = info["entry"] + (f"{VARIANT_SEPARATOR}{info['variant']}" if info["variant"] else "")
     entry, variant = split_name(name)
-    return Checkpoint(path, entry, variant, dict(info["config"]), info.get("metrics", {}), info)
+    return Checkpoint(path, entry, variant, dict(info["config"]), info["metrics"], info)
 
 
 def load_checkpoint(path: str | Path,
                     expect_entry: str | None = None) -> tuple[nn.Module, Checkpoint]:
-    """Rebuild the module from the sidecar and load its weights (checksum verified first)."""
+    """Rebuild the module from the record and load its weights (checksum verified first)."""
     from safetensors import SafetensorError
     from safetensors.torch import load
 
@@ -93,13 +144,17 @@ def load_checkpoint(path: str | Path,
     if expect_entry is not None and ckpt.entry.name != expect_entry:
         raise UsageError(f"checkpoint {ckpt.path} holds '{ckpt.entry.name}', not '{expect_entry}'")
     blob = ckpt.path.read_bytes()
-    if hashlib.sha256(blob).hexdigest() != ckpt.info.get("weights_sha256"):
+    legacy = ckpt.info["format"] == LEGACY_FORMAT  # the sidecar hashed the whole file
+    if legacy and hashlib.sha256(blob).hexdigest() != ckpt.info["weights_sha256"]:
         raise UsageError(f"checkpoint {ckpt.path} does not match the checksum in its sidecar",
                          hint="the file is corrupt or was replaced; retrain or restore it")
     try:
         state = load(blob)
     except SafetensorError as exc:
         raise UsageError(f"checkpoint {ckpt.path}: unreadable safetensors ({exc})") from exc
+    if not legacy and weights_digest(state) != ckpt.info["weights_sha256"]:
+        raise UsageError(f"checkpoint {ckpt.path} does not match the checksum in its metadata",
+                         hint="the file is corrupt or was replaced; retrain or restore it")
     model = ckpt.entry.build(ckpt.variant, **_config_overrides(ckpt))
     missing, unexpected = _state_mismatch(model, state)
     if missing or unexpected:
@@ -117,7 +172,7 @@ def load_checkpoint(path: str | Path,
 
 
 def _config_overrides(ckpt: Checkpoint) -> dict[str, Any]:
-    """Sidecar config keys that differ from the variant's defaults (JSON turns tuples into
+    """Recorded config keys that differ from the variant's defaults (JSON turns tuples into
     lists)."""
     base = ckpt.entry.config_for(ckpt.variant)
     return {k: v for k, v in ckpt.config.items() if k in base and _norm(base[k]) != _norm(v)}

@@ -2,16 +2,22 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import json
 import os
+import re
 import shutil
+import sys
 import tempfile
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
+from edgekit.extensions import Registry
 
 
 def _umask() -> int:
@@ -58,29 +64,173 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+# What an edgekit output folder is: each writer registers how to recognise its own folders (an
+# artifact's manifest.json, a ZipMoE store's manifest, a make-tiny checkpoint's marker), so a
+# folder is replaced without --force only when one of them recognises it.
+OutputKind = Callable[[Path], bool]
+
+
+def _load_output_kinds() -> None:
+    import edgekit.exporters.artifact  # noqa: F401  (artifacts and Jetson bundles)
+    import edgekit.methods  # noqa: F401  (method folders: ZipMoE stores and tiny checkpoints)
+
+
+_OUTPUT_KINDS: Registry[OutputKind] = Registry("output folder kind", load=_load_output_kinds)
+
+
+def register_output_kind(name: str, recognise: OutputKind) -> OutputKind:
+    """``recognise(folder)`` says whether ``folder`` is one edgekit wrote (an error is a no)."""
+    return _OUTPUT_KINDS.add(name, recognise)
+
+
+def output_kind(folder: str | os.PathLike[str]) -> str | None:
+    """The name of the registered kind that recognises ``folder``, or None."""
+    for name in _OUTPUT_KINDS.names():
+        try:
+            if _OUTPUT_KINDS.get(name)(Path(folder)):
+                return name
+        except Exception:  # noqa: BLE001  a file a recogniser cannot read is not ours
+            continue
+    return None
+
+
+def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
+                 force: bool = False) -> None:
+    """Refuse an output that would destroy data: one that overlaps an input (the same path,
+    inside it or holding it, symlinks resolved; never allowed) or an existing non-empty folder
+    that edgekit did not write (allowed with ``force``)."""
+    target = Path(path)
+    resolved = target.resolve()
+    for item in inputs:
+        source = Path(item).resolve()
+        if source == resolved or source in resolved.parents or resolved in source.parents:
+            raise UsageError(f"output {target} overlaps the input {item}",
+                             hint="choose another -o; replacing it would delete the input")
+    if force or not target.is_dir() or not any(target.iterdir()):
+        return
+    if output_kind(target) is None:
+        raise UsageError(f"{target} is a folder that edgekit did not write (no edgekit manifest "
+                         f"in it); replacing it would delete its contents",
+                         hint="choose another -o, or pass --force to replace it")
+
+
+# Staging folders beside OUT: ``.OUT.PID-XXXXXXXX.partial`` (being written) and
+# ``.OUT.PID-XXXXXXXX.old`` (a former OUT on its way out, only where renameat2 is unavailable).
+# The PID says whether the run that made one is still alive.
+def _staging_pattern(name: str) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(name)}\.(\d+)-[a-z0-9_]{{8}}\.(partial|old)")
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: it exists, it is someone else's
+        return True
+    return True
+
+
+def _stale_staging(target: Path, started: float) -> list[tuple[Path, str]]:
+    """This OUT's staging folders left by runs that died before ``started`` (newest first)."""
+    pattern = _staging_pattern(target.name)
+    found = []
+    for child in target.parent.iterdir():
+        match = pattern.fullmatch(child.name)
+        if match is None or child.is_symlink() or not child.is_dir():
+            continue
+        with contextlib.suppress(OSError):
+            when = child.lstat().st_ctime
+            if when < started and not _alive(int(match.group(1))):
+                found.append((when, child, match.group(2)))
+    return [(child, kind) for _, child, kind in sorted(found, reverse=True)]
+
+
+def _recover(target: Path, started: float) -> None:
+    """Finish what a killed run left: where OUT is missing, its newest ``.old`` copy becomes OUT
+    again; then remove the dead runs' staging folders of this OUT (nothing else)."""
+    stale = _stale_staging(target, started)
+    if not os.path.lexists(target):
+        for child, kind in stale:
+            if kind == "old":
+                os.replace(child, target)
+                break
+    for child, _ in stale:
+        if child.exists():
+            shutil.rmtree(child, ignore_errors=True)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap ``a`` and ``b`` in one atomic step (Linux renameat2 with RENAME_EXCHANGE, glibc
+    2.28+); False where the system or the file system cannot, so the caller falls back."""
+    if not sys.platform.startswith("linux"):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _replace_folder(staging: Path, target: Path, parent: Path) -> None:
+    """Put ``staging`` at ``target``: OUT is always either the old or the new complete folder
+    (exchanged atomically), or, without renameat2, a kill between the two renames leaves the old
+    one as ``.OUT.PID-*.old``, which the next run on OUT puts back."""
+    if _exchange(staging, target):
+        # ``staging`` now holds the old copy (a kill here leaves a .partial the next run removes)
+        if staging.is_symlink():
+            staging.unlink()
+        else:
+            shutil.rmtree(staging, ignore_errors=True)
+        return
+    backup = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.{os.getpid()}-",
+                                   suffix=".old"))
+    backup.rmdir()
+    os.replace(target, backup)
+    os.replace(staging, target)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True, *,
+                     inputs: Iterable[str | os.PathLike[str]] = (),
+                     force: bool = False) -> Iterator[Path]:
     """Yield a temporary folder; on success it replaces ``path``, on any error it is removed.
 
     Replacing keeps the old folder until the new one is complete, so an interrupted export never
-    destroys a good artifact.
+    destroys a good artifact, and swaps them in one atomic step where Linux allows. ``inputs``
+    (the paths the output is made from) and ``force`` go to ``check_output``: an output never
+    overlaps an input, and a folder edgekit did not write is replaced only with ``force``.
     """
+    started = time.time()
     target = Path(path)
     parent = _parent_writable(target)
+    _recover(target, started)
     if target.exists() and not target.is_dir():
         raise UsageError(f"{target} exists and is not a folder")
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists", hint="remove it or choose another -o")
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".partial"))
+    check_output(target, inputs=inputs, force=force)
+    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.{os.getpid()}-",
+                                    suffix=".partial"))
     os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
     try:
         yield staging
-        if target.exists():
-            backup = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.", suffix=".old"))
-            backup.rmdir()
-            os.replace(target, backup)
-            os.replace(staging, target)
-            shutil.rmtree(backup, ignore_errors=True)
+        if os.path.lexists(target):
+            _replace_folder(staging, target, parent)
         else:
             os.replace(staging, target)
     except BaseException:

@@ -23,6 +23,11 @@ class ModelSource:
     checkpoint: Checkpoint | None = None
 
     @property
+    def files(self) -> list[Path]:
+        """What this source was read from on disk (its checkpoint), for output overlap checks."""
+        return [self.checkpoint.path] if self.checkpoint is not None else []
+
+    @property
     def name(self) -> str:
         return self.entry.name + (f"{VARIANT_SEPARATOR}{self.variant}" if self.variant else "")
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.exporters.validate import ValidationReport
-from edgekit.fileio import read_json_object, sha256_file
+from edgekit.fileio import read_json_object, register_output_kind, sha256_file
 from edgekit.schema import (
     ANY_OBJECT,
     BOOL,
@@ -107,6 +107,16 @@ class Artifact:
 
 def is_artifact(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
+
+
+def _is_our_artifact(folder: Path) -> bool:
+    """An artifact or Jetson bundle edgekit wrote: its manifest has our schema and format keys."""
+    manifest = read_json_object(folder / MANIFEST)
+    return (isinstance(manifest.get("schema_version"), int)
+            and isinstance(manifest.get("format"), str) and isinstance(manifest.get("files"), dict))
+
+
+register_output_kind("artifact", _is_our_artifact)
 
 
 def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:

@@ -216,7 +216,7 @@ def check_onnx_model(path: Path) -> None:
 
 def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig, *,
                         calibration: CalibrationSamples | None = None,
-                        cuda_graph: bool = False) -> BundleResult:
+                        cuda_graph: bool = False, force: bool = False) -> BundleResult:
     """Write the bundle for ``artifact`` (an ONNX artifact) and the requested ``build``."""
     if artifact.format != "onnx":
         raise UsageError(f"{artifact.folder} is a {artifact.format} artifact; a Jetson bundle is "
@@ -240,7 +240,7 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
                                cuda_graph=cuda_graph)
     check_onnx_model(artifact.folder / "model.onnx")
     name = artifact.source_name
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:
         files: dict[str, Any] = {}
         for fname in ("model.onnx", REFERENCE_FILE):
             if not (artifact.folder / fname).is_file():

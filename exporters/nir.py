@@ -219,7 +219,8 @@ def validate_nir(path: Path, source: ModelSource, dt: float, atol: float, rtol: 
 
 
 def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_DT,
-               atol: float | None = None, rtol: float | None = None) -> ExportResult:
+               atol: float | None = None, rtol: float | None = None,
+               force: bool = False) -> ExportResult:
     """Export a spiking net to ``out_dir/model.nir`` with a manifest; refuses nets NIR cannot
     express (UsageError naming the operation and layer) and fails beyond tolerance."""
     nir = require("nir", SPIKING, "NIR export")
@@ -237,7 +238,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     atol = source.entry.export.atol if atol is None else atol
     rtol = source.entry.export.rtol if rtol is None else rtol
     started = time.perf_counter()
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
         with torch.no_grad():

@@ -140,8 +140,11 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
 
 def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,
                 batch: int = 1, dynamic_batch: bool = False, device: str | None = None,
-                atol: float | None = None, rtol: float | None = None) -> ExportResult:
-    """Export ``source`` to an artifact folder; raises ValidationFailed beyond tolerance."""
+                atol: float | None = None, rtol: float | None = None,
+                force: bool = False) -> ExportResult:
+    """Export ``source`` to an artifact folder; raises ValidationFailed beyond tolerance.
+
+    An existing ``out_dir`` that edgekit did not write is replaced only with ``force``."""
     settings = source.entry.export
     opset = settings.opset if opset is None else opset
     if not MIN_OPSET <= opset <= MAX_OPSET:
@@ -154,7 +157,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
     started = time.perf_counter()
     inputs = source.entry.example_inputs(batch=2 if dynamic_batch else batch)
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
         simplifier = export_graph(source.model.eval(), inputs, model_path, opset=opset,
                                   input_names=[task.input_name],

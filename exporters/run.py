@@ -20,6 +20,7 @@ from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.reference import validate_artifact
 from edgekit.exporters.tensorrt import EngineBuildConfig
 from edgekit.exporters.validate import ValidationReport, check_tolerances
+from edgekit.fileio import check_output
 from edgekit.targets import load_model_source
 
 Echo = Callable[[str], None]
@@ -42,6 +43,7 @@ class ExportOptions:
     engine: EngineBuildConfig = field(default_factory=EngineBuildConfig)  # tensorrt, bundle
     calib_data: str | Path | None = None  # int8: an .npz (x, y) to calibrate with
     cuda_graph: bool = False  # bundle: profile with CUDA graphs in its README's commands
+    force: bool = False  # replace an existing output folder that edgekit did not write
 
 
 def is_artifact_folder(target: str | Path) -> bool:
@@ -87,14 +89,16 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
     if to in ("onnx", "nir"):
         source = load_model_source(target)
         out = output or f"{_stem(source.name)}-{to}"
+        check_output(out, inputs=source.files, force=options.force)
         echo(f"exporting {source.name} to {to} -> {out}")
         if to == "nir":
             from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only here
 
-            return export_nir(source, out, atol=options.atol, rtol=options.rtol)
+            return export_nir(source, out, atol=options.atol, rtol=options.rtol,
+                              force=options.force)
         return export_onnx(source, out, opset=options.opset, batch=options.batch,
                            dynamic_batch=options.dynamic_batch, device=options.device,
-                           atol=options.atol, rtol=options.rtol)
+                           atol=options.atol, rtol=options.rtol, force=options.force)
     build = options.engine
     if to == "tensorrt":
         from edgekit.backends import require_cuda_gpu, require_tensorrt
@@ -103,6 +107,10 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
         trt = require_tensorrt()  # fail at once, before any export work
         require_cuda_gpu()
         check_precision_supported(trt.__version__, build.precision)
+    if output is not None:  # before any work; the default name is known only from the source
+        check_output(output, inputs=[p for p in (target, options.calib_data)
+                                     if p is not None and Path(p).exists()],
+                     force=options.force)
     with _onnx_artifact(target, to, options, echo) as (artifact, origin):
         calibration = None
         if build.precision == "int8":
@@ -120,11 +128,12 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
                  f"-> {out}")
             return export_tensorrt(artifact, out, build, calibration=calibration,
                                    atol=options.atol, rtol=options.rtol, device=options.device,
-                                   onnx_origin=origin)
+                                   onnx_origin=origin, force=options.force)
         from edgekit.exporters.jetson_bundle import write_jetson_bundle
 
         return write_jetson_bundle(artifact, output or f"{name}-jetson", build,
-                                   calibration=calibration, cuda_graph=options.cuda_graph)
+                                   calibration=calibration, cuda_graph=options.cuda_graph,
+                                   force=options.force)
 
 
 @dataclass(frozen=True)

@@ -555,7 +555,7 @@ def _validate_engine(engine_path: Path, artifact: Artifact, ranges: Sequence[Sha
 def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig, *,
                     calibration: CalibrationSamples | None = None, atol: float | None = None,
                     rtol: float | None = None, device: str | None = None,
-                    onnx_origin: str | None = None) -> EngineExportResult:
+                    onnx_origin: str | None = None, force: bool = False) -> EngineExportResult:
     """Build an engine from an ONNX artifact into ``out_dir`` and validate it against the FP32
     reference the artifact carries; raises ValidationFailed beyond tolerance (nothing is left)."""
     if artifact.format != "onnx":
@@ -581,7 +581,7 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
     default_atol, default_rtol, _ = default_tolerance(m, build.precision)
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
-    with atomic_directory(out_dir) as staging:
+    with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:
         shutil.copy2(artifact.model_path, staging / ONNX_FILE)
         files = {ONNX_FILE: file_record(staging / ONNX_FILE)}
         if (artifact.folder / REFERENCE_FILE).is_file():

@@ -103,7 +103,9 @@ def test_train_export_profile_round_trip(tmp_path):
     proc = run("train", "mlp:small", "--epochs", "5", "-o", str(ckpt), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "accuracy on the test split" in proc.stdout
-    sidecar = json.loads(ckpt.with_suffix(".json").read_text())
+    from edgekit.checkpoint import read_checkpoint
+
+    sidecar = read_checkpoint(ckpt).info  # the record in the file's own metadata
     assert sidecar["entry"] == "mlp" and sidecar["variant"] == "small"
     assert sidecar["metrics"]["accuracy"] > 0.5
 

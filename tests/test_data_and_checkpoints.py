@@ -64,12 +64,15 @@ def test_checkpoint_checksum_and_mismatch(tmp_path):
     path.write_bytes(bytes(blob))
     with pytest.raises(UsageError, match="checksum"):
         load_checkpoint(path)
-    # a sidecar that names another model than the weights hold
+    # a record that names another model than the weights hold
+    from safetensors import safe_open
+    from safetensors.torch import load, save
+
     other = save_checkpoint(create_model("mlp"), tmp_path / "o.safetensors")
-    side = other.with_suffix(".json")
-    info = json.loads(side.read_text())
+    with safe_open(str(other), framework="pt") as handle:
+        info = json.loads(handle.metadata()["edgekit"])
     info.update(entry="ds-cnn", variant=None, config=dict(get_entry("ds-cnn").config))
-    side.write_text(json.dumps(info))
+    other.write_bytes(save(load(other.read_bytes()), metadata={"edgekit": json.dumps(info)}))
     with pytest.raises(UsageError, match="does not fit model 'ds-cnn'"):
         load_checkpoint(other)
     good = save_checkpoint(create_model("mlp"), tmp_path / "p.safetensors")
@@ -77,10 +80,12 @@ def test_checkpoint_checksum_and_mismatch(tmp_path):
         load_checkpoint(good, expect_entry="ds-cnn")
 
 
-def test_checkpoint_without_sidecar(tmp_path):
-    path = save_checkpoint(create_model("mlp"), tmp_path / "m.safetensors")
-    path.with_suffix(".json").unlink()
-    with pytest.raises(UsageError, match="no sidecar"):
+def test_safetensors_without_edgekit_record(tmp_path):
+    from safetensors.torch import save
+
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(save(dict(create_model("mlp").state_dict()), metadata={"format": "pt"}))
+    with pytest.raises(UsageError, match="not an edgekit checkpoint"):
         load_checkpoint(path)
 
 

@@ -111,6 +111,8 @@ def _echo(line: str) -> None:
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, "
                    "./MODEL-jetson, ./MODEL-nir).")
+@click.option("--force", is_flag=True,
+              help="Replace the output folder even if edgekit did not write it.")
 def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
            output: str | None, **values: Any) -> None:
     """Export TARGET and validate it against PyTorch.
@@ -133,7 +135,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     options = ExportOptions(opset=values["opset"], batch=values["batch"] or 1,
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
-                            cuda_graph=values["cuda_graph"])
+                            cuda_graph=values["cuda_graph"], force=values["force"])
     try:
         result = run_export(target, output, to=fmt, options=options, echo=_echo)
     except ValidationFailed as exc:

@@ -44,7 +44,7 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest, "seed": seed})
     console.print(f"{result.metric} on the test split: [bold]{result.value:.4f}[/bold] "
                   f"({result.epochs} epochs, {result.seconds:.1f} s)")
-    console.print(f"checkpoint: {out} (+ {out.with_suffix('.json').name})")
+    console.print(f"checkpoint: {out}")
     write_json(json_path, report_document("train", {"model": model, "checkpoint": str(out),
                                                     "dataset": dataset.name, **result.metrics(),
                                                     "details": result.details}))

@@ -130,7 +130,9 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
 @click.option("--family", type=click.Choice(sorted(ALIASES)), default="qwen", show_default=True)
 @click.option("--size", type=click.Choice(SIZES), default="tiny", show_default=True)
 @click.option("--seed", type=SEED, default=0, show_default=True)
-def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
+@click.option("--force", is_flag=True,
+              help="Replace FOLDER even if it exists and edgekit did not write it.")
+def make_tiny(folder: str, family: str, size: str, seed: int, force: bool) -> None:
     """Write a tiny random MoE checkpoint in Hugging Face layout.
 
     The folder holds config.json and bf16 safetensors with real Hugging Face tensor names.
@@ -138,7 +140,7 @@ def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
     from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
     from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 
-    path = make_tiny_checkpoint(folder, family, size, seed)
+    path = make_tiny_checkpoint(folder, family, size, seed, force=force)
     with Checkpoint(path) as ck:
         cfg = ck.config
         params = sum(torch.Size(s).numel() for s in cfg.tensor_shapes().values())
@@ -160,8 +162,10 @@ def make_tiny(folder: str, family: str, size: str, seed: int) -> None:
 @click.option("--workers", type=THREADS, default=2, show_default=True)
 @click.option("--trace/--no-trace", default=True, show_default=True,
               help="Record a routing trace (calibration text) for the planner.")
+@click.option("--force", is_flag=True,
+              help="Replace -o even if it exists and edgekit did not write it.")
 def compress(checkpoint: str, output: str, codec_name: str, level: int | None, chunks: int,
-             workers: int, trace: bool) -> None:
+             workers: int, trace: bool, force: bool) -> None:
     """Compress a Hugging Face MoE checkpoint into a ZipMoE store."""
     from edgekit.methods.zipmoe.compress import compress_checkpoint
 
@@ -173,7 +177,7 @@ def compress(checkpoint: str, output: str, codec_name: str, level: int | None, c
 
         manifest = compress_checkpoint(checkpoint, output, codec_name=codec_name, level=level,
                                        chunks=chunks, workers=workers, trace=trace,
-                                       progress=tick)
+                                       progress=tick, force=force)
     store = Store(output)
     console.print(render_store(store))
     trace_doc = manifest.get("trace", {})

@@ -16,6 +16,7 @@ import psutil
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.fileio import check_output
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
 from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel, encode_text
@@ -69,10 +70,14 @@ def routing_trace(checkpoint: Checkpoint, text: str = CALIBRATION_TEXT) -> dict[
 def compress_checkpoint(checkpoint_dir: str | Path, out: str | Path, *,
                         codec_name: str = codec.DEFAULT_CODEC, level: int | None = None,
                         chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2, trace: bool = True,
-                        progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+                        progress: Callable[[str, int, int], None] | None = None,
+                        force: bool = False) -> dict[str, Any]:
     """Compress every tensor of the checkpoint into a store; returns the manifest.
 
-    ``progress(name, done, total)`` is called after each tensor is written (counts of tensors)."""
+    ``progress(name, done, total)`` is called after each tensor is written (counts of tensors).
+    ``out`` never overlaps the checkpoint; a folder edgekit did not write is replaced only with
+    ``force``."""
+    check_output(out, inputs=[checkpoint_dir], force=force)  # before any work
     with Checkpoint(checkpoint_dir) as checkpoint:
         checkpoint.check_complete()
         names = list(checkpoint.config.tensor_shapes())
@@ -91,4 +96,5 @@ def compress_checkpoint(checkpoint_dir: str | Path, out: str | Path, *,
         return write_store(
             out, ((n, (lambda n=n: checkpoint.get(n))) for n in names), checkpoint.config_dict,
             codec_name=codec_name, level=level, chunks=chunks, workers=workers,
-            extra={"source": source, "trace": trace_doc}, progress=callback)
+            extra={"source": source, "trace": trace_doc}, progress=callback,
+            inputs=[checkpoint_dir], force=force)

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_directory, read_json_object, sha256_file
+from edgekit.fileio import atomic_directory, read_json_object, register_output_kind, sha256_file
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.config import PROJECTIONS, MoEConfig, parse_config
 from edgekit.schema import INT, STR, ListOf, MapOf, Object, Optional, check
@@ -81,6 +81,13 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
     text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _is_our_store(folder: Path) -> bool:
+    return read_json_object(folder / MANIFEST).get("format") == FORMAT
+
+
+register_output_kind("zipmoe-store", _is_our_store)
 
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
@@ -190,7 +197,8 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
                 config: dict[str, Any], *, codec_name: str = codec.DEFAULT_CODEC,
                 level: int | None = None, chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2,
                 extra: dict[str, Any] | None = None,
-                progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                progress: Callable[[str], None] | None = None,
+                inputs: Iterable[str | Path] = (), force: bool = False) -> dict[str, Any]:
     """Compress ``tensors`` (name, loader) into a store at ``folder``; returns the manifest.
 
     Tensors are encoded on ``workers`` threads (the codecs release the GIL) and written in the
@@ -203,7 +211,7 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
     entries: dict[str, Any] = {}
     totals = {"params": 0, "original_bytes": 0, "stored_bytes": 0, "exponent_bytes": 0,
               "zipmoe_params": 0}
-    with atomic_directory(folder) as staging:
+    with atomic_directory(folder, inputs=inputs, force=force) as staging:
         writer = _DataWriter(staging / DATA_FILE)
         try:
             with cf.ThreadPoolExecutor(max(1, workers)) as pool:

@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import save_file
 
 from edgekit.errors import UnknownNameError
-from edgekit.fileio import atomic_directory
+from edgekit.fileio import atomic_directory, register_output_kind
 from edgekit.methods.zipmoe.config import ALIASES, parse_config
 
 SIZES = ("tiny", "small")
@@ -88,12 +88,33 @@ def tiny_weights(config: dict[str, Any], seed: int = 0) -> dict[str, torch.Tenso
     return {name: t.to(torch.bfloat16).contiguous() for name, t in out.items()}
 
 
+# The weights' safetensors metadata carries this mark beside Hugging Face's {"format": "pt"}, so
+# a later make-tiny knows the folder as its own and replaces it without --force.
+TINY_MARK = {"edgekit": "zipmoe-tiny"}
+
+
 def make_tiny_checkpoint(folder: str | Path, family: str, size: str = "tiny",
-                         seed: int = 0) -> Path:
-    """Write ``config.json`` and ``model.safetensors`` into ``folder`` (atomically)."""
+                         seed: int = 0, force: bool = False) -> Path:
+    """Write ``config.json`` and ``model.safetensors`` into ``folder`` (atomically); an existing
+    folder that edgekit did not write is replaced only with ``force``."""
     config = tiny_config(family, size)
     weights = tiny_weights(config, seed)
-    with atomic_directory(folder) as staging:
+    with atomic_directory(folder, force=force) as staging:
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        save_file(weights, str(staging / "model.safetensors"), metadata={"format": "pt"})
+        save_file(weights, str(staging / "model.safetensors"),
+                  metadata={"format": "pt", **TINY_MARK})
     return Path(folder)
+
+
+def _is_tiny_checkpoint(folder: Path) -> bool:
+    """A make-tiny folder: config.json beside weights whose metadata carries ``TINY_MARK``."""
+    from safetensors import safe_open
+
+    if not (folder / "config.json").is_file():
+        return False
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    return all(metadata.get(k) == v for k, v in TINY_MARK.items())
+
+
+register_output_kind("zipmoe-tiny", _is_tiny_checkpoint)

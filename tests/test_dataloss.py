@@ -1,0 +1,222 @@
+"""Issue 17, data loss: no command deletes what the user kept (real files, real subprocesses)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from safetensors.torch import save
+
+from edgekit import create_model
+from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
+from edgekit.errors import UsageError
+from edgekit.fileio import atomic_directory
+
+EXE = [sys.executable, "-m", "edgekit"]
+
+
+def run(*args, cwd=None):
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([*EXE, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def one_line_error(proc, *fragments):
+    assert proc.returncode == 2, proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("edgekit: error:"), proc.stderr
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+def dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+# 1. -o DIR never replaces a folder edgekit did not write, nor an input
+
+def test_export_refuses_a_folder_edgekit_did_not_write(tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "thesis.tex").write_text("years of work")
+    proc = run("export", "mlp:small", "--to", "onnx", "-o", str(out))
+    one_line_error(proc, str(out), "--force")
+    assert (out / "thesis.tex").read_text() == "years of work"
+    # an artifact edgekit wrote is replaced without --force; --force replaces anything
+    art = tmp_path / "art"
+    assert run("export", "mlp:small", "-o", str(art)).returncode == 0
+    assert run("export", "mlp:small", "-o", str(art)).returncode == 0
+    proc = run("export", "mlp:small", "-o", str(out), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert not (out / "thesis.tex").exists() and (out / "manifest.json").is_file()
+
+
+def test_export_output_never_holds_its_input(tmp_path):
+    folder = tmp_path / "work"
+    ckpt = save_checkpoint(create_model("mlp:small"), folder / "m.safetensors")
+    (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "format": "onnx",
+                                                      "files": {}}))
+    proc = run("export", str(ckpt), "-o", str(folder), "--force")
+    one_line_error(proc, "overlaps the input")
+    assert ckpt.is_file()
+
+
+def test_moe_compress_refuses_to_write_over_its_input(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    assert run("moe", "make-tiny", str(ckpt)).returncode == 0
+    before = sorted(p.name for p in ckpt.iterdir())
+    proc = run("moe", "compress", str(ckpt), "-o", str(ckpt), "--no-trace")
+    one_line_error(proc, str(ckpt), "overlaps the input")
+    assert sorted(p.name for p in ckpt.iterdir()) == before
+    link = tmp_path / "link"
+    link.symlink_to(ckpt)  # the same folder under another name
+    one_line_error(run("moe", "compress", str(ckpt), "-o", str(link), "--no-trace"), "overlaps")
+    # a store edgekit wrote is replaced; a user's folder is not, unless --force
+    store = tmp_path / "store"
+    for _ in range(2):
+        proc = run("moe", "compress", str(ckpt), "-o", str(store), "--no-trace")
+        assert proc.returncode == 0, proc.stderr
+    one_line_error(run("moe", "compress", str(ckpt), "-o", str(tmp_path), "--no-trace"),
+                   "overlaps")
+
+
+def test_make_tiny_replaces_its_own_folder_only(tmp_path):
+    mine = tmp_path / "photos"
+    mine.mkdir()
+    (mine / "cat.jpg").write_bytes(b"\xff\xd8")
+    one_line_error(run("moe", "make-tiny", str(mine)), str(mine), "--force")
+    assert (mine / "cat.jpg").is_file()
+    tiny = tmp_path / "tiny"
+    assert run("moe", "make-tiny", str(tiny)).returncode == 0
+    assert run("moe", "make-tiny", str(tiny), "--seed", "3").returncode == 0
+    assert run("moe", "make-tiny", str(mine), "--force").returncode == 0
+    assert not (mine / "cat.jpg").exists()
+
+
+def test_check_output_overlaps(tmp_path):
+    from edgekit.fileio import check_output
+
+    src = tmp_path / "in"
+    src.mkdir()
+    for out in (src, src / "sub", tmp_path):
+        with pytest.raises(UsageError, match="overlaps the input"):
+            check_output(out, inputs=[src], force=True)
+    check_output(tmp_path / "other", inputs=[src])  # a sibling is fine
+    check_output(tmp_path / "empty", inputs=[])
+    (tmp_path / "empty").mkdir()
+    check_output(tmp_path / "empty")  # an empty folder holds nothing to lose
+
+
+# 2. a checkpoint is one file: no sidecar that overwrites a neighbour
+
+def test_checkpoint_is_one_file_and_spares_a_neighbour_json(tmp_path):
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    path = save_checkpoint(create_model("mlp:small"), tmp_path / "notes.safetensors",
+                           metrics={"accuracy": 0.5})
+    assert notes.read_text() == '{"mine": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.json", "notes.safetensors"]
+    ckpt = read_checkpoint(path)
+    assert ckpt.model_name == "mlp:small" and ckpt.metrics == {"accuracy": 0.5}
+    load_checkpoint(path)
+
+
+def test_checkpoint_metadata_of_a_wrong_type_is_one_line(tmp_path):
+    model = create_model("mlp")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    record = {"format": "edgekit-checkpoint/2", "entry": "mlp", "variant": None,
+              "config": [1, 2], "metrics": {}, "weights_sha256": "0" * 64}
+    path = tmp_path / "bad.safetensors"
+    path.write_bytes(save(state, metadata={"edgekit": json.dumps(record)}))
+    with pytest.raises(UsageError, match=r"bad.safetensors.*field 'config' must be dict, not list"):
+        read_checkpoint(path)
+    path.write_bytes(save(state, metadata={"format": "pt"}))
+    with pytest.raises(UsageError, match="not an edgekit checkpoint"):
+        read_checkpoint(path)
+
+
+def test_checkpoint_with_a_legacy_sidecar_still_loads(tmp_path):
+    import hashlib
+
+    model = create_model("mlp")
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    blob = save(state, metadata={"format": "edgekit-checkpoint/1", "entry": "mlp"})
+    path = tmp_path / "old.safetensors"
+    path.write_bytes(blob)
+    (tmp_path / "old.json").write_text(json.dumps({
+        "format": "edgekit-checkpoint/1", "entry": "mlp", "variant": None,
+        "config": dict(model.edgekit_cfg["config"]), "metrics": {},
+        "weights_sha256": hashlib.sha256(blob).hexdigest()}))
+    loaded, ckpt = load_checkpoint(path)
+    assert ckpt.model_name == "mlp"
+
+
+# 3. the folder swap: OUT is always the old or the new complete folder
+
+def test_replacement_is_one_atomic_exchange(tmp_path):
+    from edgekit.fileio import _exchange
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    (a / "x").write_text("a")
+    (b / "x").write_text("b")
+    assert _exchange(a, b), "renameat2(RENAME_EXCHANGE) should work on Linux tmp folders"
+    assert (a / "x").read_text() == "b" and (b / "x").read_text() == "a"
+
+
+def test_a_run_killed_between_the_two_renames_is_undone_by_the_next(tmp_path):
+    out = tmp_path / "OUT"
+    # what the two-rename fallback leaves when killed between its renames: OUT gone, the old
+    # copy hidden beside it under the dead run's pid
+    old = tmp_path / f".OUT.{dead_pid()}-abcd1234.old"
+    old.mkdir()
+    (old / "good").write_text("old")
+    stale = tmp_path / f".OUT.{dead_pid()}-efgh5678.partial"
+    stale.mkdir()
+    alive = tmp_path / f".OUT.{os.getppid()}-ijkl9012.partial"  # a live run's: never touched
+    alive.mkdir()
+    foreign = tmp_path / ".OUT.notes"
+    foreign.mkdir()
+    time.sleep(0.01)
+    with pytest.raises(RuntimeError), atomic_directory(out, force=True):
+        raise RuntimeError("this run fails too")
+    assert (out / "good").read_text() == "old"
+    assert not old.exists() and not stale.exists() and alive.exists() and foreign.exists()
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from edgekit.fileio import atomic_directory
+out, gen = Path(sys.argv[1]), 0
+while True:
+    gen += 1
+    with atomic_directory(out, force=True) as staging:
+        for i in range(40):
+            (staging / f"f{i}").write_text(str(gen))
+        (staging / "done").write_text(str(gen))
+"""
+
+
+def test_sigkill_at_any_time_leaves_the_old_or_the_new_folder(tmp_path):
+    out = tmp_path / "OUT"
+    rng = random.Random(0)
+    for _ in range(12):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)])
+        time.sleep(0.4 + rng.random() * 0.3)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        with atomic_directory(out, force=True):  # the next run recovers and cleans up
+            assert out.is_dir()
+            gens = {(out / f"f{i}").read_text() for i in range(40)}
+            assert gens == {(out / "done").read_text()}
+        leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".OUT.")]
+        assert leftovers == []
