@@ -463,4 +463,5 @@ def test_cli_end_to_end(tmp_path):
                                  "half"])
     assert result.exit_code == 2 and "cannot read the size 'half'" in result.output
     result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--workers", "-1"])
-    assert result.exit_code == 2 and "'--workers': -1 is not in the range 0<=x<=4096" in result.output
+    assert result.exit_code == 2
+    assert "'--workers': -1 is not in the range 0<=x<=4096" in result.output
