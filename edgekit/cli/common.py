@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
+from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_json
 from edgekit.progress import ProgressUpdate
 
@@ -25,11 +26,35 @@ NON_NEGATIVE = click.FloatRange(min=0)
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
+class JsonFile(click.Path):
+    """``--json FILE``: a file path, refused at parse time (exit 2) when empty or a folder, so a
+    command never does its work only to fail at the end."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("needs a file name, got an empty string", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+JSON_FILE = JsonFile()
+
+
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
     """Write a report atomically when ``--json FILE`` was given, and say where it went."""
     if path is None:
         return
-    atomic_write_json(path, document)
+    if not str(path).strip():
+        raise UsageError("--json needs a file name, got an empty string")
+    if Path(path).is_dir():
+        raise UsageError(f"--json {path} is a folder", hint="give a file name")
+    try:
+        atomic_write_json(path, document)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
     err_console.print(f"[dim]wrote {path}[/dim]")
 
 

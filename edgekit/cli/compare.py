@@ -11,7 +11,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names
-from edgekit.cli.common import COUNT, POSITIVE, console, err_console, progress_bars, write_json
+from edgekit.cli.common import (
+    COUNT,
+    JSON_FILE,
+    POSITIVE,
+    console,
+    err_console,
+    progress_bars,
+    write_json,
+)
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
@@ -69,7 +77,7 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG plot.")
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table as CSV.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, data: str | None,

@@ -8,7 +8,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names, list_backends
-from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, progress_bars, write_json
+from edgekit.cli.common import (
+    COUNT,
+    JSON_FILE,
+    NON_NEGATIVE,
+    POSITIVE,
+    console,
+    progress_bars,
+    write_json,
+)
 from edgekit.energy import METER_NAMES
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.run import profile as run_profile
@@ -99,7 +107,7 @@ def render_profile(report: dict[str, Any]) -> Table:
               help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,

@@ -8,7 +8,7 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import COUNT, JSON_FILE, POSITIVE, console, err_console, write_json
 from edgekit.provenance import report_document
 from edgekit.spiking.plot import plot_simulation
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source
@@ -93,7 +93,7 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
               help="Write a per-layer bar plot (PNG).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | None,
              device: str | None, chip: str, duration: float, threads: int | None,

@@ -13,7 +13,15 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, NON_NEGATIVE, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    COUNT,
+    JSON_FILE,
+    NON_NEGATIVE,
+    POSITIVE,
+    console,
+    err_console,
+    write_json,
+)
 from edgekit.errors import UsageError
 from edgekit.methods.astra.runtime.bench import MULTI_MODES, run_bench
 from edgekit.methods.astra.runtime.latency_model import (
@@ -83,7 +91,7 @@ def render_run(result: dict[str, Any]) -> Table:
 @click.option("--world-size", type=COUNT, default=2, show_default=True,
               help="Local processes to spawn (ranks).")
 @spec_options
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def run(world_size: int, json_path: str | None, **options: Any) -> None:
     """Run modes on local processes with emulated links.
 
@@ -130,7 +138,7 @@ def render_bench(body: dict[str, Any]) -> Table:
 @click.option("--loss", type=LOSS, default=0.0, show_default=True)
 @click.option("--extra-groups", type=COUNT, multiple=True, default=(1,), show_default=True,
               help="Also run ASTRA at these VQ group counts.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def bench(json_path: str | None, **options: Any) -> None:
     """Latency per mode and bandwidth against one device.
 
@@ -165,7 +173,7 @@ def bench(json_path: str | None, **options: Any) -> None:
               "latency instead (seconds per forward).")
 @click.option("--measure", is_flag=True, help="Measure each mode's rank compute here (one "
               "thread, no network) instead of FLOPs / rate.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def model(model: str, tokens: int, groups: int | None, bandwidths: tuple[str, ...],
           world_sizes: tuple[int, ...], latency_ms: float, loss: float, gflops: float | None,
           profile_name: str | None, single_s: float | None, measure: bool,
