@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -26,9 +27,9 @@ NON_NEGATIVE = click.FloatRange(min=0)
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
 
-class JsonFile(click.Path):
-    """``--json FILE``: a file path, refused at parse time (exit 2) when empty or a folder, so a
-    command never does its work only to fail at the end."""
+class OutputFile(click.Path):
+    """A file to write (``--json``, ``--csv``, ``--plot``): refused at parse time (exit 2) when
+    empty or an existing folder, so a command never does its work only to fail at the end."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False)
@@ -37,10 +38,20 @@ class JsonFile(click.Path):
                 ctx: click.Context | None) -> Any:
         if isinstance(value, str) and not value.strip():
             self.fail("needs a file name, got an empty string", param, ctx)
-        return super().convert(value, param, ctx)
+        value = super().convert(value, param, ctx)
+        # the nearest folder that exists must be a writable folder (the rest is created)
+        folder = Path(os.fspath(value)).expanduser().absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            self.fail(f"{value}: {folder} is not a folder", param, ctx)
+        if not os.access(folder, os.W_OK):
+            self.fail(f"{value}: folder {folder} is not writable", param, ctx)
+        return value
 
 
-JSON_FILE = JsonFile()
+OUTPUT_FILE = OutputFile()
+JSON_FILE = OUTPUT_FILE
 
 
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:

@@ -8,7 +8,15 @@ from rich import box
 from rich.markup import escape
 from rich.table import Table
 
-from edgekit.cli.common import COUNT, JSON_FILE, POSITIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    COUNT,
+    JSON_FILE,
+    OUTPUT_FILE,
+    POSITIVE,
+    console,
+    err_console,
+    write_json,
+)
 from edgekit.provenance import report_document
 from edgekit.spiking.plot import plot_simulation
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source
@@ -91,7 +99,7 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
               help="Profiler intra-op threads (default: all usable cores).")
 @click.option("--no-profile", is_flag=True, help="Skip the profiler's energy on --device.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+@click.option("--plot", "plot_path", type=OUTPUT_FILE,
               help="Write a per-layer bar plot (PNG).")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
