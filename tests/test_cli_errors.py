@@ -134,6 +134,24 @@ def test_an_unreadable_checkpoint_is_one_line(tmp_path):
     _one_line(_run("export", str(ckpt), "-o", str(tmp_path / "art")), 2, "cannot read")
 
 
+@not_root
+def test_an_unreadable_store_is_one_line(tmp_path):
+    store = tmp_path / "store"
+    assert _run("moe", "make-tiny", str(tmp_path / "ckpt")).exit_code == 0
+    assert _run("moe", "compress", str(tmp_path / "ckpt"), "-o", str(store)).exit_code == 0
+    for path in store.iterdir():
+        path.chmod(0)
+    _one_line(_run("moe", "verify", str(store)), 2, str(store))
+
+
+@not_root
+def test_an_unreadable_user_profile_is_one_line(edgekit_home):
+    (edgekit_home / "profiles").mkdir()
+    (edgekit_home / "profiles" / "mine.toml").write_text('name = "mine"\n')
+    (edgekit_home / "profiles" / "mine.toml").chmod(0)
+    _one_line(_run("devices", "--show", "mine"), 2, "mine.toml", "cannot read")
+
+
 # --- bugs and interrupts -----------------------------------------------------------------------
 
 @pytest.fixture
