@@ -143,7 +143,10 @@ def load_checkpoint(path: str | Path,
     ckpt = read_checkpoint(path)
     if expect_entry is not None and ckpt.entry.name != expect_entry:
         raise UsageError(f"checkpoint {ckpt.path} holds '{ckpt.entry.name}', not '{expect_entry}'")
-    blob = ckpt.path.read_bytes()
+    try:
+        blob = ckpt.path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"checkpoint {ckpt.path}: cannot read: {exc.strerror}") from exc
     legacy = ckpt.info["format"] == LEGACY_FORMAT  # the sidecar hashed the whole file
     if legacy and hashlib.sha256(blob).hexdigest() != ckpt.info["weights_sha256"]:
         raise UsageError(f"checkpoint {ckpt.path} does not match the checksum in its sidecar",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,12 @@ class Dataset:
 def _split(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, ...]:
     from sklearn.model_selection import train_test_split
 
-    stratify = y if np.bincount(y).min() >= 2 else None
+    # A stratified split needs two samples of every class present, and at least one place per
+    # class in both parts; a small user file gets a plain (seeded) split instead.
+    counts = np.unique(y, return_counts=True)[1]
+    n_test = int(np.ceil(TEST_FRACTION * len(y)))
+    stratified = counts.min() >= 2 and len(counts) <= min(n_test, len(y) - n_test)
+    stratify = y if stratified else None
     return tuple(train_test_split(x, y, test_size=TEST_FRACTION, random_state=SPLIT_SEED,
                                   stratify=stratify))
 
@@ -133,15 +139,25 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
                          hint="train and compare them on their built-in dataset (no --data)")
     if not path.is_file():
         raise UsageError(f"data file {path} does not exist")
+    hint = "save with numpy.savez(path, x=..., y=...)"
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        # numpy takes any unrecognised content for a pickle, which allow_pickle=False refuses
+        why = "unrecognised content" if "pickle" in str(exc) else str(exc) or type(exc).__name__
+        raise UsageError(f"{path}: not a readable .npz file ({why})", hint=hint) from exc
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise UsageError(f"{path}: holds a single array (.npy), not an .npz archive of x and y",
+                         hint=hint)
+    try:
+        with loaded as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise UsageError(f"{path}: not a readable .npz file ({exc})") from exc
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise UsageError(f"{path}: not a readable .npz file ({exc or type(exc).__name__})",
+                         hint=hint) from exc
     missing = {"x", "y"} - set(arrays)
     if missing:
-        raise UsageError(f"{path}: missing array(s) {', '.join(sorted(missing))}",
-                         hint="save with numpy.savez(path, x=..., y=...)")
+        raise UsageError(f"{path}: missing array(s) {', '.join(sorted(missing))}", hint=hint)
     x, y = arrays["x"], arrays["y"]
     _check_arrays(x, y, task, str(path))
     with np.errstate(over="ignore"):

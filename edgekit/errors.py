@@ -50,6 +50,13 @@ class MissingDependencyError(UsageError):
     """An optional library (tensorrt, pynvml, ...) that a requested feature needs is absent."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an interrupt by a command that must clean up (stop its child
+    processes, remove its temporary folders); the CLI exits 143 (128 + SIGTERM)."""
+
+    exit_code = 143
+
+
 class CheckFailed(EdgekitError):
     """A check ran and failed: export validation beyond tolerance, accuracy mismatch."""
 

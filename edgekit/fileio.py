@@ -253,6 +253,8 @@ def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(Path(path).read_text())
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from exc
+    except RecursionError as exc:  # arrays or objects nested thousands deep
+        raise UsageError(f"{path}: not valid JSON (nested too deeply)") from exc
     if not isinstance(data, dict):
         raise UsageError(f"{path}: expected a JSON object")
     return data

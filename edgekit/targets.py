@@ -55,8 +55,20 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def _exists(target: str, kind: str = "any") -> bool:
+    """Whether ``target`` names a file (or any path); False for what cannot be a path at all
+    (an empty string, a name too long for the file system)."""
+    if not target.strip():
+        return False
+    try:
+        path = Path(target)
+        return path.is_file() if kind == "file" else path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def looks_like_path(target: str) -> bool:
-    return target.endswith((".safetensors", ".onnx")) or "/" in target or Path(target).exists()
+    return target.endswith((".safetensors", ".onnx")) or "/" in target or _exists(target)
 
 
 def load_model_source(target: str, deploy: bool = True) -> ModelSource:
@@ -65,10 +77,11 @@ def load_model_source(target: str, deploy: bool = True) -> ModelSource:
     With ``deploy`` the entry's inference form is applied (``ModelEntry.deploy``), so exports and
     profiles measure what would be deployed.
     """
-    if target.endswith(".safetensors") or (Path(target).is_file() and not target.endswith(".onnx")):
+    if target.endswith(".safetensors") or (_exists(target, "file")
+                                           and not target.endswith(".onnx")):
         model, ckpt = load_checkpoint(target)
         source = ModelSource(model, ckpt.entry, ckpt.variant, ckpt)
-    elif looks_like_path(target) and not Path(target).exists():
+    elif looks_like_path(target) and not _exists(target):
         raise UsageError(f"{target} does not exist",
                          hint="give a checkpoint, an artifact folder or a model: "
                               f"{', '.join(all_names())}")

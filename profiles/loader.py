@@ -220,6 +220,11 @@ def _parse(path: Path) -> DeviceProfile:
             data = tomllib.load(handle)
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"{path}: invalid TOML: {exc}") from exc
+    except UnicodeDecodeError as exc:  # tomllib decodes UTF-8 itself and lets this through
+        raise ProfileError(f"{path}: invalid TOML: not UTF-8 text ({exc.reason} at byte "
+                           f"{exc.start})") from exc
+    except RecursionError as exc:  # tables or arrays nested thousands deep
+        raise ProfileError(f"{path}: invalid TOML: nested too deeply") from exc
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read: {exc.strerror}") from exc
     _check_keys(path, data, "")
@@ -335,6 +340,9 @@ def _read_calibration_cached(path: Path, stamp: tuple[int, int, int]) -> dict[st
                            f"{exc.colno})", hint=_CALIBRATE_HINT) from exc
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read: {exc}", hint=_CALIBRATE_HINT) from exc
+    except RecursionError as exc:
+        raise ProfileError(f"{path}: invalid JSON: nested too deeply",
+                           hint=_CALIBRATE_HINT) from exc
     return _validate_calibration(path, document)
 
 
@@ -387,7 +395,13 @@ def profile_source(profile: DeviceProfile) -> str:
 def _profile_files() -> dict[str, Path]:
     """Every profile file by name; a user file with a packaged profile's name is refused."""
     files = {path.stem: path for path in sorted(PROFILE_DIR.glob("*.toml"))}
-    for path in sorted(user_profile_dir().glob("*.toml")):
+    user_dir = user_profile_dir()
+    try:
+        user_files = sorted(p for p in user_dir.glob("*.toml") if p.is_file())
+    except OSError as exc:  # EDGEKIT_HOME a file, or an unreadable folder
+        raise ProfileError(f"cannot list user profiles in {user_dir}: {exc.strerror}",
+                           hint="point EDGEKIT_HOME at a folder") from exc
+    for path in user_files:
         if path.stem in files:
             raise ProfileError(f"{path}: user profile '{path.stem}' would shadow the packaged "
                                f"{files[path.stem]}; rename the user file (and its name field)")

@@ -3,7 +3,12 @@
 Every command lives in its own module, imported only when it runs or help lists it, so a
 command does not pay for the imports of the others. Errors derived from ``EdgekitError`` and
 click's usage errors become one line on stderr and the error's exit code; a traceback is shown
-only with ``--debug``.
+only with ``--debug``. Anything else is a bug in edgekit: it too becomes one line,
+``edgekit: error: internal error: <type>: <message> (...)``, with exit code 1
+(``INTERNAL_ERROR_EXIT``). Ctrl-C (or a SIGTERM the command turns into one), at any point from
+start-up on, prints ``edgekit: interrupted`` and exits 130; a SIGTERM that a command turns into
+``Terminated`` (``edgekit astra run``, which must stop its ranks) prints ``edgekit: terminated``
+and exits 143.
 """
 from __future__ import annotations
 
@@ -11,12 +16,41 @@ import importlib
 import sys
 import traceback
 from functools import cache
+from typing import Any, NoReturn
 
 import click
 
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, Terminated
 
 _DEBUG = False
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
+INTERNAL_ERROR_EXIT = 1
+
+
+def _debug_requested() -> bool:
+    return _DEBUG or "--debug" in sys.argv[1:]
+
+
+def _interrupted(exc: BaseException | None = None) -> NoReturn:
+    """Ctrl-C: exit 130; a SIGTERM a command turned into ``Terminated``: exit 143."""
+    if isinstance(exc, Terminated):
+        click.echo("edgekit: terminated", err=True)
+        sys.exit(Terminated.exit_code)
+    click.echo("edgekit: interrupted", err=True)
+    sys.exit(INTERRUPTED_EXIT)
+
+
+def _internal_error(exc: BaseException) -> NoReturn:
+    """An exception edgekit did not expect: one line, the traceback only with --debug."""
+    if _debug_requested():
+        traceback.print_exception(exc)
+    message = " ".join(str(exc).split())
+    if len(message) > 300:
+        message = message[:297] + "..."
+    what = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    click.echo(f"edgekit: error: internal error: {what} (please report it; run with --debug "
+               "for the traceback)", err=True)
+    sys.exit(INTERNAL_ERROR_EXIT)
 # edgekit.cli.<name> defines the command <name>.
 _COMMANDS = ("devices", "models", "train", "export", "validate", "profile", "compare", "simulate")
 
@@ -49,9 +83,35 @@ class _Group(click.Group):
             where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
             click.echo(f"edgekit: error: {exc.format_message()}{where}", err=True)
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("edgekit: interrupted", err=True)
-            sys.exit(130)
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise  # click's own ways out: it prints them (if anything) and sets the code
+        except Exception as exc:
+            _internal_error(exc)
+
+    def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, with an interrupt or a bug outside ``invoke`` (while parsing, listing
+        commands for --help, importing) handled the same way as inside it."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, False, **extra)
+        except click.exceptions.Abort as exc:
+            if isinstance(exc.__cause__, KeyboardInterrupt):
+                _interrupted(exc.__cause__)
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except click.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except KeyboardInterrupt as exc:
+            _interrupted(exc)
+        except Exception as exc:
+            _internal_error(exc)
+        # non-standalone main returns the exit code of ctx.exit(), else the command's value
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -64,4 +124,7 @@ def cli(debug: bool) -> None:
 
 
 def main() -> None:
-    cli()
+    try:
+        cli()
+    except KeyboardInterrupt as exc:  # between click's handlers, or while they print
+        _interrupted(exc)

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -26,6 +28,7 @@ from edgekit.bounds import (  # noqa: F401
     TIMESTEPS,
     FiniteFloatRange,
 )
+from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_json
 from edgekit.progress import ProgressUpdate
 
@@ -36,11 +39,45 @@ err_console = Console(stderr=True)
 
 
 
+class OutputFile(click.Path):
+    """A file to write (``--json``, ``--csv``, ``--plot``): refused at parse time (exit 2) when
+    empty or an existing folder, so a command never does its work only to fail at the end."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and not value.strip():
+            self.fail("needs a file name, got an empty string", param, ctx)
+        value = super().convert(value, param, ctx)
+        # the nearest folder that exists must be a writable folder (the rest is created)
+        folder = Path(os.fspath(value)).expanduser().absolute().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            self.fail(f"{value}: {folder} is not a folder", param, ctx)
+        if not os.access(folder, os.W_OK):
+            self.fail(f"{value}: folder {folder} is not writable", param, ctx)
+        return value
+
+
+OUTPUT_FILE = OutputFile()
+JSON_FILE = OUTPUT_FILE
+
+
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
     """Write a report atomically when ``--json FILE`` was given, and say where it went."""
     if path is None:
         return
-    atomic_write_json(path, document)
+    if not str(path).strip():
+        raise UsageError("--json needs a file name, got an empty string")
+    if Path(path).is_dir():
+        raise UsageError(f"--json {path} is a folder", hint="give a file name")
+    try:
+        atomic_write_json(path, document)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from exc
     err_console.print(f"[dim]wrote {path}[/dim]")
 
 

@@ -13,6 +13,8 @@ from rich.table import Table
 from edgekit.backends import backend_names
 from edgekit.cli.common import (
     BATCH,
+    JSON_FILE,
+    OUTPUT_FILE,
     SECONDS,
     THREADS,
     console,
@@ -75,9 +77,9 @@ def to_csv(result: dict[str, Any]) -> str:
               help="Timed seconds per model.")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Write a PNG plot.")
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), help="Write the table as CSV.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--plot", "plot_path", type=OUTPUT_FILE, help="Write a PNG plot.")
+@click.option("--csv", "csv_path", type=OUTPUT_FILE, help="Write the table as CSV.")
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, data: str | None,

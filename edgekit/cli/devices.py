@@ -1,14 +1,13 @@
 """``edgekit devices``: the device profiles, which one this machine is, and calibration."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import click
 from rich import box
 from rich.table import Table
 
-from edgekit.cli.common import console, write_json
+from edgekit.cli.common import JSON_FILE, console, write_json
 from edgekit.precisions import get_precision, list_precisions
 from edgekit.profiles import (
     DeviceProfile,
@@ -168,10 +167,9 @@ def _run_calibration(detected: DeviceProfile) -> dict[str, Any]:
 @click.option("--calibrate", "run_calibration", is_flag=True,
               help="Measure this machine's GEMM FLOP/s and memory bandwidth (about 10 s) "
                    "for its generic profile.")
-@click.option("--json", "json_path", metavar="FILE",
-              type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--json", "json_path", metavar="FILE", type=JSON_FILE,
               help="Also write the result as a JSON report to FILE.")
-def devices(show: str | None, run_calibration: bool, json_path: Path | None) -> None:
+def devices(show: str | None, run_calibration: bool, json_path: str | None) -> None:
     """List device profiles; mark the one detected here."""
     if show is not None:
         load_profile(show)  # an unknown name fails now, not after a calibration

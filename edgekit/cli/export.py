@@ -122,7 +122,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     that will run them; elsewhere make a Jetson bundle and build there.
     """
     _check_options(fmt, is_artifact_folder(target), values)
-    profile = load_profile(device).name if device else None
+    profile = load_profile(device).name if device is not None else None
     engine = EngineBuildConfig()
     if fmt in _ENGINE_FORMATS:
         engine = EngineBuildConfig.from_options(

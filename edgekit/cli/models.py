@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from edgekit.cli.common import console, write_json
+from edgekit.cli.common import JSON_FILE, console, write_json
 from edgekit.errors import MissingDependencyError
 from edgekit.flops import entry_costs
 from edgekit.provenance import report_document
@@ -20,7 +20,7 @@ def _si(value: float) -> str:
 
 @click.command("models")
 @click.option("--family", help="Only entries of this method family.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the list as JSON.")
 def models(family: str | None, json_path: str | None) -> None:
     """List registry entries and their variants."""

@@ -11,6 +11,7 @@ from edgekit.backends import backend_names, list_backends
 from edgekit.cli.common import (
     BATCH,
     COUNT,
+    JSON_FILE,
     NON_NEGATIVE_SECONDS,
     SECONDS,
     THREADS,
@@ -108,7 +109,7 @@ def render_profile(report: dict[str, Any]) -> Table:
               help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,

@@ -9,6 +9,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.cli.common import (
+    JSON_FILE,
+    OUTPUT_FILE,
     SAMPLES,
     SECONDS,
     THREADS,
@@ -99,9 +101,9 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
               help="Profiler intra-op threads (default: all usable cores).")
 @click.option("--no-profile", is_flag=True, help="Skip the profiler's energy on --device.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False),
+@click.option("--plot", "plot_path", type=OUTPUT_FILE,
               help="Write a per-layer bar plot (PNG).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | None,
              device: str | None, chip: str, duration: float, threads: int | None,

@@ -6,7 +6,15 @@ from pathlib import Path
 import click
 
 from edgekit.checkpoint import save_checkpoint
-from edgekit.cli.common import COUNT, SECONDS, SEED, console, progress_bars, write_json
+from edgekit.cli.common import (
+    COUNT,
+    JSON_FILE,
+    SECONDS,
+    SEED,
+    console,
+    progress_bars,
+    write_json,
+)
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.provenance import report_document
@@ -23,7 +31,7 @@ from edgekit.training import train as run_training
 @click.option("--seed", type=SEED, default=0, show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False),
               help="Checkpoint path (.safetensors); default ./MODEL.safetensors.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
           output: str | None, json_path: str | None) -> None:

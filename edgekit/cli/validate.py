@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from edgekit.cli.common import NON_NEGATIVE, console, err_console, write_json
+from edgekit.cli.common import JSON_FILE, NON_NEGATIVE, console, err_console, write_json
 from edgekit.exporters import ValidationFailed, ValidationReport
 from edgekit.exporters.reference import AGAINST
 from edgekit.exporters.run import validate as run_validate
@@ -37,7 +37,7 @@ def render_statistics(report: ValidationReport) -> Table:
               help="Absolute tolerance (default: the export's; at least 1e-2 for fp16 and 1e-1 "
                    "for int8 engines).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def validate(target: str, against: str, atol: float | None, rtol: float | None,
              json_path: str | None) -> None:

@@ -20,6 +20,7 @@ from edgekit.compare.pareto import pareto_mask
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.profiler.run import ProfileSettings, profile
+from edgekit.profiles import load_profile
 from edgekit.progress import Progress
 from edgekit.registry import ModelEntry, split_name
 from edgekit.targets import looks_like_path
@@ -82,6 +83,8 @@ def compare(names: Sequence[str],
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
     tasks = {name: _resolve(name)[0].task for name in names}  # bad names fail before training
+    if settings.device is not None:
+        load_profile(settings.device)  # so does a bad --device
     metrics = {(t.dataset, t.metric) for t in tasks.values()}
     if len(metrics) > 1:
         listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())

@@ -219,7 +219,7 @@ def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path
 
 def resolve_device(device: str | None) -> DeviceProfile:
     """The profile to measure against; a neuromorphic cost table is not a device to run on."""
-    profile = load_profile(device) if device else detect_profile()
+    profile = load_profile(device) if device is not None else detect_profile()
     if profile.kind == "neuromorphic":
         raise UsageError(f"{profile.name} is a neuromorphic cost table, not a device edgekit "
                          f"can run a model on",

@@ -96,7 +96,7 @@ def _chip(name: str) -> DeviceProfile:
 
 
 def _device(name: str | None) -> DeviceProfile:
-    device = load_profile(name) if name else detect_profile()
+    device = load_profile(name) if name is not None else detect_profile()
     if device.kind == "neuromorphic":
         raise UsageError(f"--device {device.name} is a neuromorphic cost table, not a machine the "
                          "profiler can run on", hint="pass it as --chip; --device names a CPU, "

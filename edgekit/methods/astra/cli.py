@@ -15,6 +15,7 @@ from rich.table import Table
 
 from edgekit.cli.common import (
     COUNT,
+    JSON_FILE,
     SECONDS,
     THREADS,
     FiniteFloatRange,
@@ -101,7 +102,7 @@ def render_run(result: dict[str, Any]) -> Table:
 @click.option("--world-size", type=WORLD_SIZE, default=2, show_default=True,
               help="Local processes to spawn (ranks).")
 @spec_options
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def run(world_size: int, json_path: str | None, **options: Any) -> None:
     """Run modes on local processes with emulated links.
 
@@ -148,7 +149,7 @@ def render_bench(body: dict[str, Any]) -> Table:
 @click.option("--loss", type=LOSS, default=0.0, show_default=True)
 @click.option("--extra-groups", type=COUNT, multiple=True, default=(1,), show_default=True,
               help="Also run ASTRA at these VQ group counts.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def bench(json_path: str | None, **options: Any) -> None:
     """Latency per mode and bandwidth against one device.
 
@@ -183,7 +184,7 @@ def bench(json_path: str | None, **options: Any) -> None:
               "latency instead (seconds per forward).")
 @click.option("--measure", is_flag=True, help="Measure each mode's rank compute here (one "
               "thread, no network) instead of FLOPs / rate.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report.")
+@click.option("--json", "json_path", type=JSON_FILE, help="Write the report.")
 def model(model: str, tokens: int, groups: int | None, bandwidths: tuple[str, ...],
           world_sizes: tuple[int, ...], latency_ms: float, loss: float, gflops: float | None,
           profile_name: str | None, single_s: float | None, measure: bool,

@@ -20,6 +20,7 @@ from rich.table import Table
 
 from edgekit.cli.common import (
     COUNT,
+    JSON_FILE,
     MAX_THREADS,
     SEED,
     THREADS,
@@ -240,7 +241,7 @@ def verify(store_path: str) -> None:
 @click.option("--max-new-tokens", type=NEW_TOKENS, default=32, show_default=True)
 @click.option("--mode", type=click.Choice(MODES), default="zipmoe", show_default=True)
 @_engine_options
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
 def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_budget: str,
           workers: int | None, policy: str, full_ratio: float | None, prefetch: bool,
@@ -303,7 +304,7 @@ def render_bench(report: dict[str, Any]) -> Table:
 @click.option("--modes", default=",".join(MODES), show_default=True,
               help="Comma-separated modes to run.")
 @_engine_options
-@click.option("--json", "json_path", type=click.Path(dir_okay=False),
+@click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int, modes: str,
                   memory_budget: str, workers: int | None, policy: str, full_ratio: float | None,
@@ -317,6 +318,8 @@ def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int
     settings = _settings(store, "zipmoe", memory_budget, workers, policy, storage_profile,
                          bandwidth, direct, full_ratio, threads, prefetch)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
+    if not mode_list:
+        raise UsageError(f"--modes {modes!r} names no mode", hint=f"valid: {', '.join(MODES)}")
     prompt_list = prompts or DEFAULT_PROMPTS
     with _progress("bench") as progress:
         task = progress.add_task("generating", total=len(mode_list) * len(prompt_list))

@@ -6,9 +6,15 @@ children: when one exits non-zero it gives the others a moment to report their o
 peer, a timeout), terminates whoever is left, and raises ``RankFailed`` naming each rank and what
 happened. Every wait is bounded: the workers' collective timeout ends a hang, and the launcher's own
 deadline (the timeout plus start-up grace) ends anything else.
+
+SIGTERM to the launcher is handled like Ctrl-C: it raises ``Terminated`` (a KeyboardInterrupt),
+so the ranks are stopped and the ``edgekit-astra-*`` temporary folder removed before the CLI
+exits 143. A rank that is still running when its peers gave up on it (stopped with SIGSTOP,
+or stuck) is named first after any rank that failed on its own: it is what the others waited for.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -19,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import EdgekitError
+from edgekit.errors import EdgekitError, Terminated
 from edgekit.fileio import read_json_object
 from edgekit.methods.astra.runtime.spec import RunSpec
 
@@ -58,11 +64,22 @@ def _describe_exit(code: int) -> str:
     return f"exited with status {code}"
 
 
-def _rank_report(workdir: Path, rank: int, code: int | None) -> str:
+def _stopped(proc: subprocess.Popen) -> bool:
+    """Whether the process is stopped (SIGSTOP, SIGTSTP, a debugger); Linux /proc only."""
+    try:
+        stat = Path(f"/proc/{proc.pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
+
+
+def _rank_report(workdir: Path, rank: int, code: int | None, stopped: bool = False) -> str:
     error = workdir / f"rank{rank}.error"
     if error.exists() and error.read_text().strip():
         return f"rank {rank}: {error.read_text().strip()}"
     if code is None:
+        if stopped:
+            return f"rank {rank}: stuck (the process was stopped), terminated"
         return f"rank {rank}: still running, terminated"
     return f"rank {rank} {_describe_exit(code)}"
 
@@ -71,6 +88,9 @@ def _stop(procs: list[subprocess.Popen]) -> None:
     for proc in procs:
         if proc.poll() is None:
             proc.terminate()
+            # a stopped process keeps SIGTERM pending until it runs again
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGCONT)
     deadline = time.monotonic() + 5.0
     for proc in procs:
         try:
@@ -80,12 +100,35 @@ def _stop(procs: list[subprocess.Popen]) -> None:
             proc.wait()
 
 
-def _failure(workdir: Path, procs: list[subprocess.Popen], codes: list[int | None]) -> str:
-    """One line: the ranks that failed on their own first (root causes), then the others."""
+def _failure(workdir: Path, procs: list[subprocess.Popen], codes: list[int | None],
+             stopped: frozenset[int] = frozenset()) -> str:
+    """One line: the ranks that failed on their own first (root causes), then the ranks still
+    running that the others waited for (stopped ones first), then the others."""
     own = [r for r, c in enumerate(codes) if c not in (None, 0)
            and not (workdir / f"rank{r}.peer").exists()]
-    rest = [r for r in range(len(procs)) if r not in own and codes[r] != 0]
-    return "; ".join(_rank_report(workdir, r, codes[r]) for r in own + rest)
+    stuck = sorted((r for r, c in enumerate(codes) if c is None), key=lambda r: r not in stopped)
+    rest = [r for r in range(len(procs)) if r not in own and r not in stuck and codes[r] != 0]
+    return "; ".join(_rank_report(workdir, r, codes[r], r in stopped) for r in own + stuck + rest)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts():
+    """While the ranks run, SIGTERM raises ``Terminated`` in the main thread, so the ``finally``
+    blocks stop the ranks and remove the temporary folder (the default action would not)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
@@ -96,32 +139,37 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
     forward pass to run, generous for any run that is making progress). ``echo`` gets rank 0's
     progress lines.
     """
-    with tempfile.TemporaryDirectory(prefix="edgekit-astra-") as tmp:
+    forwards = (len(spec.modes) + len(spec.astra_groups)) * (
+        spec.warmup + spec.reps * len(spec.links))
+    limit = deadline_s or _START_GRACE_S + spec.timeout_s * forwards
+    with _sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="edgekit-astra-") as tmp:
         workdir = Path(tmp)
         result = workdir / "result.json"
         port = free_port()
         argv = [sys.executable, "-m", "edgekit.methods.astra.runtime.worker", *spec.argv(),
                 "--workdir", str(workdir), "--result", str(result)]
-        procs = []
-        for rank in range(world_size):
-            env = dict(os.environ, PYTHONPATH=_pythonpath(), RANK=str(rank), LOCAL_RANK=str(rank),
-                       WORLD_SIZE=str(world_size), MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=str(port), OMP_NUM_THREADS=str(spec.threads))
-            # rank 0's output is the progress; the others' would only repeat it
-            procs.append(subprocess.Popen(argv, env=env, stderr=subprocess.STDOUT, text=True,
-                                          stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
-        forwards = (len(spec.modes) + len(spec.astra_groups)) * (
-            spec.warmup + spec.reps * len(spec.links))
-        limit = deadline_s or _START_GRACE_S + spec.timeout_s * forwards
+        procs: list[subprocess.Popen] = []
+        stopped: frozenset[int] = frozenset()
         try:
+            for rank in range(world_size):
+                env = dict(os.environ, PYTHONPATH=_pythonpath(), RANK=str(rank),
+                           LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
+                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                           OMP_NUM_THREADS=str(spec.threads))
+                # rank 0's output is the progress; the others' would only repeat it
+                procs.append(subprocess.Popen(
+                    argv, env=env, stderr=subprocess.STDOUT, text=True,
+                    stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
             codes = _watch(procs, workdir, time.monotonic() + limit, echo)
+            stopped = frozenset(r for r, p in enumerate(procs)
+                                if p.poll() is None and _stopped(p))
         finally:
             _stop(procs)
         if codes is None:
             raise RankFailed(f"no result after {limit:.0f} s (the launcher's deadline); "
                              "every rank was terminated")
         if any(c != 0 for c in codes):
-            raise RankFailed(_failure(workdir, procs, codes))
+            raise RankFailed(_failure(workdir, procs, codes, stopped))
         return read_json_object(result)
 
 

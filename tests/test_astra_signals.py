@@ -1,0 +1,101 @@
+"""Signals to a real ``edgekit astra run``: SIGTERM to the launcher stops every rank and removes
+the temporary folder (exit 143); a rank stopped with SIGSTOP is named first, as the stuck one.
+
+Real processes throughout; every wait has a timeout, so a regression fails instead of hanging.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux signals")
+
+
+def _start(tmp_path: Path, *args: str) -> subprocess.Popen:
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp), OMP_NUM_THREADS="1")
+    return subprocess.Popen([sys.executable, "-m", "edgekit", "astra", "run", *args],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _ranks(launcher: subprocess.Popen, count: int, timeout_s: float = 90) -> dict[int, int]:
+    """Rank -> pid of the launcher's workers, once all ``count`` have started."""
+    deadline = time.monotonic() + timeout_s
+    parent = psutil.Process(launcher.pid)
+    while time.monotonic() < deadline:
+        assert launcher.poll() is None, launcher.communicate()
+        ranks = {}
+        for child in parent.children():
+            with contextlib.suppress(psutil.Error):
+                if "edgekit.methods.astra.runtime.worker" in " ".join(child.cmdline()):
+                    ranks[int(child.environ()["RANK"])] = child.pid
+        if len(ranks) == count:
+            return ranks
+        time.sleep(0.1)
+    raise AssertionError("the workers did not start")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@contextlib.contextmanager
+def _reaped(pids: list[int]):
+    """Whatever the test asserts, no worker outlives it."""
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_sigterm_stops_the_ranks_and_removes_the_temp_folder(tmp_path):
+    launcher = _start(tmp_path, "--mode", "astra", "--fault", "1:hang", "--timeout", "60")
+    try:
+        ranks = _ranks(launcher, 2)
+        with _reaped(list(ranks.values())):
+            assert list((tmp_path / "tmp").glob("edgekit-astra-*"))
+            launcher.send_signal(signal.SIGTERM)
+            _, err = launcher.communicate(timeout=20)
+            assert launcher.returncode == 143, err
+            assert err.strip().splitlines()[-1] == "edgekit: terminated", err
+            assert "Traceback" not in err
+            # the launcher waited for its ranks before exiting: none is left running
+            assert not [r for r, pid in ranks.items() if _alive(pid)]
+            assert not list((tmp_path / "tmp").glob("edgekit-astra-*"))
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
+
+
+def test_a_stopped_rank_is_named_first_as_the_stuck_one(tmp_path):
+    launcher = _start(tmp_path, "--mode", "astra", "--timeout", "3", "--reps", "100000")
+    try:
+        ranks = _ranks(launcher, 2)
+        with _reaped(list(ranks.values())):
+            os.kill(ranks[1], signal.SIGSTOP)
+            _, err = launcher.communicate(timeout=60)
+            assert launcher.returncode == 1, err
+            last = err.strip().splitlines()[-1]
+            assert last.startswith("edgekit: error: rank 1: stuck (the process was stopped), "
+                                   "terminated; rank 0: timed out after 3 s"), last
+            assert not _alive(ranks[1])  # SIGTERM reached it although it was stopped
+            assert not list((tmp_path / "tmp").glob("edgekit-astra-*"))
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait(10)
