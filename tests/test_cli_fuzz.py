@@ -8,8 +8,9 @@ files (a folder where a file belongs and a file where a folder belongs, random b
 click's CliRunner under a per-invocation time limit, so the corpus takes seconds; every input is
 chosen to be refused before any training or profiling starts.
 
-Cases that another branch fixes (numeric options, data loss with -o, metadata schemas) are in
-``OWNED_ELSEWHERE``, marked xfail(strict=False) until those branches are merged.
+``FORMER_FAILURES`` lists, each with its own test id, the inputs the first run of this fuzz found
+hanging, exiting 0, losing data or trusting metadata (numeric options, -o over a user's folder,
+wrongly typed metadata); they must be refused with exit code 2.
 """
 from __future__ import annotations
 
@@ -266,14 +267,14 @@ def generate(files: dict[str, str], out: Path, count: int = CASES) -> list[tuple
             else rng.choice(templates)
         attempts += 1
         args = build()
-        if tuple(args) not in seen and tuple(args) not in _ELSEWHERE_KEYS:
+        if tuple(args) not in seen and tuple(args) not in _FORMER_KEYS:
             seen.add(tuple(args))
             cases.append((command, args))
     return cases
 
 
-# Inputs another branch fixes: today they hang, exit 0, or lose data (numbers, dataloss, schema).
-OWNED_ELSEWHERE: list[tuple[str, list[str]]] = [
+# Inputs that hung, exited 0 or lost data before issue 17's fixes (numbers, data loss, schema).
+FORMER_FAILURES: list[tuple[str, list[str]]] = [
     ("models", ["models", "--family", "nosuch"]),
     ("train", ["train", "ds-cnn:"]),
     ("train", ["train", "mlp:"]),
@@ -292,7 +293,7 @@ OWNED_ELSEWHERE: list[tuple[str, list[str]]] = [
     # metadata of the right format with fields of the wrong type
     ("export", ["export", "{typed.safetensors}"]),
 ]
-_ELSEWHERE_KEYS = {tuple(args) for _, args in OWNED_ELSEWHERE}
+_FORMER_KEYS = {tuple(args) for _, args in FORMER_FAILURES}
 
 
 # --- running -----------------------------------------------------------------------------------
@@ -354,10 +355,9 @@ def test_bad_invocations_are_refused_in_one_line(sandbox):
     assert not failures, json.dumps(failures[:20], indent=1)
 
 
-@pytest.mark.xfail(strict=False, reason="fixed on branch numbers/dataloss/schema")
-@pytest.mark.parametrize("command,args", OWNED_ELSEWHERE,
-                         ids=[" ".join(a) for _, a in OWNED_ELSEWHERE])
-def test_owned_elsewhere(sandbox, command, args):
+@pytest.mark.parametrize("command,args", FORMER_FAILURES,
+                         ids=[" ".join(a) for _, a in FORMER_FAILURES])
+def test_former_failures_are_refused(sandbox, command, args):
     root, files, out = sandbox
     args = [files.get(a[1:-1], a) if a.startswith("{") else a for a in args]
     before = _snapshot(root)
