@@ -176,9 +176,10 @@ def test_checkpoint_of_another_model_is_refused(checkpoints):
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--timesteps", "0"], "Invalid value for '-T' / '--timesteps': 0 is not in the range x>=1"),
-    (["-T", "-3"], "Invalid value for '-T' / '--timesteps': -3 is not in the range x>=1"),
-    (["--samples", "0"], "Invalid value for '--samples': 0 is not in the range x>=1"),
+    (["--timesteps", "0"],
+     "Invalid value for '-T' / '--timesteps': 0 is not in the range 1<=x<=10000"),
+    (["-T", "-3"], "Invalid value for '-T' / '--timesteps': -3 is not in the range 1<=x<=10000"),
+    (["--samples", "0"], "Invalid value for '--samples': 0 is not in the range 1<=x<=1048576"),
     (["--device", "loihi"], "is a neuromorphic cost table, not a machine"),
     (["--chip", "generic-x86-64-cpu"], "is a cpu profile, not a neuromorphic cost table"),
     (["--chip", "loihi2"], "unknown device profile 'loihi2'"),

@@ -108,4 +108,4 @@ def test_edgekit_train_rejects_a_bad_budget(tmp_path):
     assert proc.returncode == 2
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("edgekit: error: Invalid value for '--seconds': 0.0 is not in the "
-                           "range x>0.")
+                           "range 0<x<=604800.0.")
