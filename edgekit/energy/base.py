@@ -5,6 +5,13 @@ window is open, and once more at ``end()`` (zeus's begin/end window). Reading du
 not only at its ends, is what lets RAPL count counter wrap-arounds and lets power-only sensors
 (INA3221, NVML power) be integrated over time. Subclasses implement three hooks: ``_begin``,
 ``_read`` and ``_result``; the base class owns the thread, the lock and the state checks.
+
+The window is wider than the work it measures: it also covers the first read, the sampler's start,
+its join and the last read. ``end(timed=(t_start, t_end))`` (times from ``meter.clock``) charges
+only the timed interval: power is integrated over exactly that interval (the trapezoids clipped to
+it, power interpolated linearly at its ends), and an energy counter is interpolated linearly at its
+ends between the reads around them. On a short run this is what keeps the begin/join overhead out
+of the energy per inference.
 """
 from __future__ import annotations
 
@@ -12,15 +19,17 @@ import math
 import threading
 import time
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import SensorError, UsageError
 
 Clock = Callable[[], float]
+MIN_SAMPLES = 10  # fewer reads than this in a window and the figure gets a warning
 
 
 @dataclass(frozen=True)
@@ -34,18 +43,26 @@ class EnergyMeasurement:
     samples: int  # sensor reads taken in the window, begin and end included
     components: dict[str, float] = field(default_factory=dict)  # per zone/rail/GPU, joules
     note: str | None = None  # the assumption behind an estimate, or why a fallback was taken
+    warning: str | None = None  # why the figure may be off (too few samples); None when fine
+    window_s: float | None = None  # the whole sampler window, when energy_j covers a timed
+    # interval inside it (then duration_s is that interval); None: energy_j is the whole window
+    attribution: str | None = None  # how energy_j was attributed to the timed interval
 
     @property
     def avg_power_w(self) -> float:
         return self.energy_j / self.duration_s if self.duration_s > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: NaN (no figure) becomes None, since JSON has no NaN."""
+        """JSON-ready: NaN (no figure) becomes None, since JSON has no NaN. The optional fields
+        (warning, window_s, attribution) appear only when set."""
         data = asdict(self)
         data["avg_power_w"] = self.avg_power_w
         for key in ("energy_j", "avg_power_w"):
             if math.isnan(data[key]):
                 data[key] = None
+        for key in ("warning", "window_s", "attribution"):
+            if data[key] is None:
+                del data[key]
         return data
 
 
@@ -57,17 +74,74 @@ class Window:
 
 
 class PowerIntegral:
-    """Trapezoidal integral of power readings (mW) over their timestamps (s), in joules."""
+    """Trapezoidal integral of power readings (mW) over their timestamps (s), in joules.
+
+    ``energy_j`` covers every reading; ``between(a, b)`` only [a, b], with the trapezoids clipped
+    to it and the power interpolated linearly where a or b falls between two readings."""
 
     def __init__(self) -> None:
         self.energy_j = 0.0
-        self._last: tuple[float, float] | None = None
+        self._times: list[float] = []
+        self._mw: list[float] = []
 
     def add(self, t_s: float, power_mw: float) -> None:
-        if self._last is not None:
-            last_t, last_mw = self._last
-            self.energy_j += (last_mw + power_mw) / 2 * (t_s - last_t) / 1000
-        self._last = (t_s, power_mw)
+        if self._times:
+            self.energy_j += (self._mw[-1] + power_mw) / 2 * (t_s - self._times[-1]) / 1000
+        self._times.append(t_s)
+        self._mw.append(power_mw)
+
+    def _power_at(self, t_s: float) -> float:
+        return _interpolate(self._times, self._mw, t_s)
+
+    def between(self, a_s: float, b_s: float) -> float:
+        """Joules over [a_s, b_s], which must lie within the first and last reading."""
+        times, mw = self._times, self._mw
+        _check_span(times, a_s, b_s)
+        points = [(a_s, self._power_at(a_s))]
+        points += [(t, p) for t, p in zip(times, mw, strict=True) if a_s < t < b_s]
+        points.append((b_s, self._power_at(b_s)))
+        return sum((p0 + p1) / 2 * (t1 - t0) / 1000
+                   for (t0, p0), (t1, p1) in zip(points, points[1:], strict=False))
+
+
+class CounterTrace:
+    """An energy counter's cumulative readings (in any unit) over time; ``between(a, b)`` is the
+    increase over [a, b], the counter interpolated linearly at a and b between the reads around
+    them (the average power of that gap, charged pro rata)."""
+
+    def __init__(self) -> None:
+        self._times: list[float] = []
+        self._totals: list[float] = []
+
+    def add(self, t_s: float, total: float) -> None:
+        self._times.append(t_s)
+        self._totals.append(total)
+
+    def between(self, a_s: float, b_s: float) -> float:
+        _check_span(self._times, a_s, b_s)
+        return (_interpolate(self._times, self._totals, b_s)
+                - _interpolate(self._times, self._totals, a_s))
+
+
+def _check_span(times: list[float], a_s: float, b_s: float) -> None:
+    if not times or not times[0] <= a_s <= b_s <= times[-1]:
+        span = f"{times[0]:.6f}..{times[-1]:.6f}" if times else "no readings"
+        raise UsageError(f"timed interval {a_s:.6f}..{b_s:.6f} s is not inside the energy "
+                         f"window ({span})",
+                         hint="take the interval's times from meter.clock, between begin() "
+                              "and end()")
+
+
+def _interpolate(times: list[float], values: list[float], t_s: float) -> float:
+    """``values`` at ``t_s``, linear between the readings around it (times ascending)."""
+    i = bisect_right(times, t_s)
+    if i == 0:
+        return values[0]
+    if i == len(times):
+        return values[-1]
+    t0, t1 = times[i - 1], times[i]
+    v0, v1 = values[i - 1], values[i]
+    return v0 + (v1 - v0) * (t_s - t0) / (t1 - t0) if t1 > t0 else v1
 
 
 class EnergyMeter(ABC):
@@ -89,6 +163,13 @@ class EnergyMeter(ABC):
         self._open = False
         self._t0 = 0.0
         self._samples = 0
+        self._span = (0.0, 0.0)  # what _result charges: the window, or the timed interval
+        self._whole = True  # the span is the whole window (totals as summed, no interpolation)
+
+    @property
+    def clock(self) -> Clock:
+        """The meter's clock: the times given to ``end(timed=...)`` must come from it."""
+        return self._clock
 
     # -- the hooks a sensor implements ------------------------------------------------------
 
@@ -102,7 +183,17 @@ class EnergyMeter(ABC):
 
     @abstractmethod
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
-        """The window's measurement, after the final reading."""
+        """The measurement over ``self._span`` (the window, or the timed interval inside it),
+        after the final reading; ``duration_s`` is the span's length."""
+
+    def _attribution(self, result: EnergyMeasurement) -> str:
+        """How ``result`` charged the timed interval alone (recorded in the measurement)."""
+        return ("power integrated over the timed interval only: trapezoids clipped to it, power "
+                "interpolated linearly at its ends")
+
+    def _charge(self, trace: PowerIntegral) -> float:
+        """The integral's energy over the span ``_result`` must report (see ``end``)."""
+        return trace.energy_j if self._whole else trace.between(*self._span)
 
     def _close(self) -> None:  # noqa: B027  (optional hook; no-op unless overridden)
         """Release the sensor (NVML handle); most sensors hold nothing."""
@@ -134,8 +225,12 @@ class EnergyMeter(ABC):
             self._read(self._clock())
             self._samples += 1
 
-    def end(self) -> EnergyMeasurement:
-        """Stop the sampler, read once more, and return the window's energy."""
+    def end(self, timed: tuple[float, float] | None = None) -> EnergyMeasurement:
+        """Stop the sampler, read once more, and return the energy.
+
+        ``timed``: the (start, end) times, by ``self.clock``, of the work the energy belongs to;
+        the energy is then that interval's alone (module docstring), not the whole window's.
+        """
         if not self._open:
             raise UsageError("energy window ended before it began", hint="call begin() first")
         self._abandon()
@@ -148,7 +243,28 @@ class EnergyMeter(ABC):
             t1 = self._clock()
             self._read(t1)
             self._samples += 1
-            return self._result(t1 - self._t0, self._samples)
+            self._whole = timed is None
+            if timed is None:
+                self._span = (self._t0, t1)
+                result = self._result(t1 - self._t0, self._samples)
+            else:
+                start, stop = timed
+                if not self._t0 <= start <= stop <= t1:
+                    raise UsageError(
+                        f"timed interval {start:.6f}..{stop:.6f} s is not inside the energy "
+                        f"window {self._t0:.6f}..{t1:.6f} s",
+                        hint="take the interval's times from meter.clock, between begin() "
+                             "and end()")
+                self._span = (start, stop)
+                result = self._result(stop - start, self._samples)
+                result = replace(result, window_s=t1 - self._t0,
+                                 attribution=self._attribution(result))
+        if result.measured and result.samples < MIN_SAMPLES:
+            result = replace(result, warning=(
+                f"only {result.samples} sensor readings in the energy window (fewer than "
+                f"{MIN_SAMPLES}): power that changes between them is missed; lengthen the timed "
+                "phase (--duration, --iterations) or sample more often"))
+        return result
 
     @contextmanager
     def window(self) -> Iterator[Window]:

@@ -45,6 +45,9 @@ class _SensorlessMeter(EnergyMeter):
     def _read(self, now: float) -> None:
         """No sensor to read."""
 
+    def _attribution(self, result: EnergyMeasurement) -> str:
+        return "power budget x the timed interval's duration"
+
 
 class EstimatedMeter(_SensorlessMeter):
     """Power budget x window duration; ``reason`` records why no sensor was used."""

@@ -164,12 +164,12 @@ class Ina3221Meter(EnergyMeter):
 
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
         return EnergyMeasurement(
-            energy_j=self._integrals[self.total.name].energy_j,
+            energy_j=self._charge(self._integrals[self.total.name]),
             duration_s=duration_s,
             source=self.source,
             measured=True,
             samples=samples,
-            components={name: i.energy_j for name, i in self._integrals.items()},
+            components={name: self._charge(i) for name, i in self._integrals.items()},
         )
 
 

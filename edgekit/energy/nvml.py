@@ -17,7 +17,13 @@ import importlib
 import time
 from typing import Any, Protocol
 
-from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter, PowerIntegral
+from edgekit.energy.base import (
+    Clock,
+    CounterTrace,
+    EnergyMeasurement,
+    EnergyMeter,
+    PowerIntegral,
+)
 from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import MissingDependencyError, SensorError
 
@@ -123,10 +129,12 @@ class NvmlMeter(EnergyMeter):
             raise
         self.source = COUNTER_SOURCE if self.has_counter else POLLING_SOURCE
         self._integral = PowerIntegral()
+        self._counter = CounterTrace()
         self._first_mj = self._last_mj = 0
 
     def _begin(self, now: float) -> None:
         self._integral = PowerIntegral()
+        self._counter = CounterTrace()
         self._read(now)
         self._first_mj = self._last_mj
 
@@ -135,6 +143,7 @@ class NvmlMeter(EnergyMeter):
             energy_mj = self._device.total_energy_mj()
             # a counter that stops answering mid-window reads as "did not advance" -> polling
             self._last_mj = self._first_mj if energy_mj is None else energy_mj
+            self._counter.add(now, self._last_mj)
         self._integral.add(now, self._device.power_mw())
 
     def _fallback_reason(self, duration_s: float) -> str | None:
@@ -152,10 +161,12 @@ class NvmlMeter(EnergyMeter):
 
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
         reason = self._fallback_reason(duration_s)
-        if reason is None:
+        if reason is None and self._whole:
             energy_j, source = (self._last_mj - self._first_mj) / 1000, COUNTER_SOURCE
+        elif reason is None:
+            energy_j, source = self._counter.between(*self._span) / 1000, COUNTER_SOURCE
         else:
-            energy_j, source = self._integral.energy_j, POLLING_SOURCE
+            energy_j, source = self._charge(self._integral), POLLING_SOURCE
         return EnergyMeasurement(
             energy_j=energy_j,
             duration_s=duration_s,
@@ -165,6 +176,12 @@ class NvmlMeter(EnergyMeter):
             components={f"gpu{self.device_index}": energy_j},
             note=reason,
         )
+
+    def _attribution(self, result: EnergyMeasurement) -> str:
+        if result.source == COUNTER_SOURCE:
+            return ("energy counter interpolated linearly at the timed interval's ends, between "
+                    "the reads around each end")
+        return super()._attribution(result)
 
     def _close(self) -> None:
         self._device.close()

@@ -20,7 +20,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter, read_sysfs, read_sysfs_int
+from edgekit.energy.base import (
+    Clock,
+    CounterTrace,
+    EnergyMeasurement,
+    EnergyMeter,
+    read_sysfs,
+    read_sysfs_int,
+)
 from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
 
@@ -107,6 +114,7 @@ class RaplMeter(EnergyMeter):
         self.zones = find_zones(root)
         self._last = self._read_counters()  # trial read: fails here, not mid-profile
         self._uj = [0] * len(self.zones)
+        self._traces = [CounterTrace() for _ in self.zones]  # unwrapped uJ since begin
 
     def _read_counters(self) -> list[int]:
         return [read_sysfs_int(z.energy_file, PERMISSION_HINT) for z in self.zones]
@@ -114,21 +122,37 @@ class RaplMeter(EnergyMeter):
     def _begin(self, now: float) -> None:
         self._last = self._read_counters()
         self._uj = [0] * len(self.zones)
+        self._traces = [CounterTrace() for _ in self.zones]
+        for trace in self._traces:
+            trace.add(now, 0)
 
     def _read(self, now: float) -> None:
         current = self._read_counters()
         for i, zone in enumerate(self.zones):
             self._uj[i] += counter_delta(self._last[i], current[i], zone.max_energy_range_uj)
+            self._traces[i].add(now, self._uj[i])
         self._last = current
 
+    def _zone_uj(self) -> list[float] | list[int]:
+        """Each zone's energy over the span: the counted total for the whole window (exact
+        integers, as before), else the counter interpolated at the timed interval's ends."""
+        if self._whole:
+            return list(self._uj)
+        return [trace.between(*self._span) for trace in self._traces]
+
+    def _attribution(self, result: EnergyMeasurement) -> str:
+        return ("energy counter interpolated linearly at the timed interval's ends, between the "
+                "reads around each end")
+
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
+        zone_uj = self._zone_uj()
         return EnergyMeasurement(
-            energy_j=sum(self._uj) / 1e6,
+            energy_j=sum(zone_uj) / 1e6,
             duration_s=duration_s,
             source=self.source,
             measured=True,
             samples=samples,
-            components={z.key: uj / 1e6 for z, uj in zip(self.zones, self._uj, strict=True)},
+            components={z.key: uj / 1e6 for z, uj in zip(self.zones, zone_uj, strict=True)},
         )
 
 
