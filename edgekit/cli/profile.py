@@ -85,6 +85,8 @@ def render_profile(report: dict[str, Any]) -> Table:
         table.add_row("energy", escape(f"unavailable [{en['source']}]"))
     if en.get("note"):
         table.add_row("", f"[dim]{escape(en['note'])}[/dim]")
+    if en.get("warning"):
+        table.add_row("", f"[yellow]warning: {escape(en['warning'])}[/yellow]")
     return table
 
 

@@ -1,9 +1,11 @@
 """Profile a target on a backend: creation, first inference, latency, memory, FLOP/s, energy.
 
-The same code measures every backend (it only sees the Runner interface). The energy window is
-exactly the timed phase. Every figure in the report says how it was obtained. A runner that times
-the phases of an inference (TensorRT: host-to-device copy, compute, device-to-host copy) gets
-statistics per phase beside the end-to-end latency.
+The same code measures every backend (it only sees the Runner interface). The energy is that of
+exactly the timed phase: the meter is told the phase's start and end by its own clock and charges
+that interval alone, not its sampler's start and join (``EnergyMeter.end(timed=...)``). Every
+figure in the report says how it was obtained. A runner that times the phases of an inference
+(TensorRT: host-to-device copy, compute, device-to-host copy) gets statistics per phase beside
+the end-to-end latency.
 """
 from __future__ import annotations
 
@@ -271,12 +273,14 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.reset_phase_samples()  # the phases of the timed iterations only
             bar = _fractions(progress, f"profiling {prepared.name} on {settings.backend}")
             meter.begin()
-            try:
+            try:  # the meter's own clock brackets the phase: its begin/join are not charged
+                t_start = meter.clock()
                 samples, wall_s = timed_phase(prepared.runner, native, settings.plan, bar)
+                t_end = meter.clock()
             except BaseException:
                 meter.close()  # stop the sampler; the timing error is the one to report
                 raise
-            energy = meter.end()
+            energy = meter.end(timed=(t_start, t_end))
             phases = prepared.runner.phase_samples()
             described = prepared.runner.describe()
         finally:
