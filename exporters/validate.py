@@ -1,11 +1,13 @@
 """Export validation: compare an exported model's outputs with PyTorch's (style.md: Polygraphy).
 
 Results are data: per output the shape check, max / median / p90 / p95 / p99 absolute and
-relative error, and the verdict under ``|a - r| <= atol + rtol * |r|`` (numpy.allclose). All
-failures are collected before one verdict is given.
+relative error (nearest-rank percentiles, as trtexec and the profiler: always an observed value,
+never an interpolation), and the verdict under ``|a - r| <= atol + rtol * |r|``
+(numpy.allclose). All failures are collected before one verdict is given.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from edgekit.errors import CheckFailed, UsageError
 
 _REL_FLOOR = 1e-12  # relative error of an exact zero reference is measured against this floor
+PERCENTILE_METHOD = "nearest-rank"  # the same as edgekit.profiler.stats
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class ValidationReport:
 
     def to_dict(self) -> dict:
         return {"passed": self.passed, "against": self.against, "inputs": self.inputs,
+                "percentile_method": PERCENTILE_METHOD,
                 "outputs": [{**asdict(o), "passed": o.passed} for o in self.outputs]}
 
     def lines(self) -> list[str]:
@@ -77,7 +81,12 @@ class ValidationFailed(CheckFailed):
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else 0.0
+    """Nearest rank: the sample at 1-based rank ``ceil(q/100 * n)`` of the sorted values (rank 1
+    for q = 0), as ``edgekit.profiler.stats.nearest_rank``; 0 for no values. NaN sorts last."""
+    if not values.size:
+        return 0.0
+    rank = max(1, math.ceil(q / 100 * values.size))
+    return float(np.partition(values, rank - 1)[rank - 1])
 
 
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,

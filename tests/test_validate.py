@@ -157,3 +157,27 @@ def test_validating_an_engine_without_tensorrt_is_one_line(onnx_artifact, tmp_pa
     assert "--to jetson-bundle" in result.stderr
     prof = CliRunner().invoke(cli, ["profile", str(folder), "--backend", "onnxruntime"])
     assert prof.exit_code == 2 and "profile it with --backend tensorrt" in prof.stderr
+
+
+def test_error_percentiles_are_nearest_rank_as_the_profilers():
+    """One convention in every report: nearest rank (an observed value), as trtexec."""
+    from edgekit.exporters.validate import compare_output, compare_outputs
+    from edgekit.profiler.stats import nearest_rank
+
+    errors = np.array([0.5, 0.1, 0.9, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 1.0, 0.05])
+    ref = np.ones_like(errors)
+    c = compare_output("y", ref + errors, ref, atol=10.0, rtol=0.0)
+    diffs = sorted(np.abs((ref + errors) - ref).tolist())
+    for p, got in ((50, c.median_abs), (90, c.p90_abs), (95, c.p95_abs), (99, c.p99_abs)):
+        assert got == nearest_rank(diffs, p)
+        assert got in diffs  # never an interpolation
+    assert c.p95_abs != pytest.approx(float(np.percentile(diffs, 95)))  # linear interpolates
+
+    doc = compare_outputs({"y": ref + errors}, {"y": ref}, 10.0, 0.0).to_dict()
+    assert doc["percentile_method"] == "nearest-rank"
+
+
+def test_profiler_latency_stats_name_their_percentile_method():
+    from edgekit.profiler.stats import latency_stats
+
+    assert latency_stats([0.001, 0.002, 0.003]).to_dict()["percentile_method"] == "nearest-rank"
