@@ -182,3 +182,40 @@ def test_profiler_latency_stats_name_their_percentile_method():
     from edgekit.profiler.stats import latency_stats
 
     assert latency_stats([0.001, 0.002, 0.003]).to_dict()["percentile_method"] == "nearest-rank"
+
+
+def test_a_constant_reference_fails_validation():
+    """A reference whose every element is equal cannot tell a right export from a graph that
+    returns that constant: refused, naming the output; a one-element output is exempt."""
+    from edgekit.exporters import ValidationFailed, compare_outputs
+
+    zeros = np.zeros((3, 10), np.float32)
+    report = compare_outputs({"logits": zeros}, {"logits": zeros}, 1e-4, 1e-3)
+    assert not report.passed and "reference is constant" in report.lines()[0]
+    assert "max abs 0" not in report.lines()[0]
+    err = ValidationFailed(report, "export of x")
+    assert err.exit_code == 1 and "logits" in str(err) and "constant" in str(err)
+    assert compare_outputs({"s": np.ones(1)}, {"s": np.ones(1)}, 1e-4, 1e-3).passed
+    varied = np.arange(30, dtype=np.float32).reshape(3, 10)
+    assert compare_outputs({"logits": varied}, {"logits": varied}, 1e-4, 1e-3).passed
+
+
+def test_a_graph_that_returns_zeros_fails_export_validation(tmp_path):
+    import dataclasses
+
+    from edgekit.exporters import ValidationFailed
+
+    class Zeros(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x) * 0.0
+
+    source = load_model_source("mlp:small")
+    source = dataclasses.replace(source, model=Zeros(source.model))
+    with pytest.raises(ValidationFailed, match="logits.*constant") as info:
+        export_onnx(source, tmp_path / "art")
+    assert info.value.exit_code == 1
+    assert not (tmp_path / "art").exists()
