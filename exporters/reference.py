@@ -108,6 +108,8 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
         return {"weights": "trained (checkpoint)", "batchnorm": "as trained"}
     norms = [m for m in source.model.modules()
              if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not norms:
+        return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
     if not any(int(m.num_batches_tracked) == 0 for m in norms):  # trained or calibrated already
         return {"weights": "in memory, no checkpoint",
                 "batchnorm": "as given (statistics already set from data)"}
