@@ -70,8 +70,12 @@ def _profile_batch(ranges: tuple[ShapeRange, ...], manifest: dict[str, Any]) -> 
 
 
 def bundle_commands(build: EngineBuildConfig, ranges: tuple[ShapeRange, ...], dynamic: bool,
-                    batch: int, *, cuda_graph: bool = False) -> dict[str, list[list[str]]]:
-    """The commands, as argument lists, that build, validate and profile on the device."""
+                    batch: int, *, cuda_graph: bool = False,
+                    has_cache: bool = False) -> dict[str, list[list[str]]]:
+    """The commands, as argument lists, that build, validate and profile on the device.
+
+    trtexec's ``--calib`` is given only where the bundle ships the cache (``has_cache``): pointed
+    at a missing file, trtexec calibrates on random input, and its engine looks calibrated."""
     device = device_build_config(build)
     shape_ranges = ranges if dynamic else ()
     profile = ["edgekit", "profile", ENGINE_DIR, "--backend", "tensorrt", "--batch", str(batch)]
@@ -88,7 +92,8 @@ def bundle_commands(build: EngineBuildConfig, ranges: tuple[ShapeRange, ...], dy
         ],
         "trtexec": [
             trtexec_build_args(device, ranges, dynamic, onnx="model.onnx", engine=TRTEXEC_ENGINE,
-                               calib_cache=str(device.calib_cache) if device.calib_cache else None,
+                               calib_cache=(str(device.calib_cache)
+                                            if device.calib_cache and has_cache else None),
                                timing_cache=str(device.timing_cache)),
             trtexec_run_args(TRTEXEC_ENGINE, ranges, dynamic, cuda_graph=cuda_graph,
                              dla_core=build.dla_core),
@@ -143,13 +148,25 @@ def render_readme(name: str, manifest: dict[str, Any], build: EngineBuildConfig,
     edgekit_cmds = "\n".join(render_command(c) for c in commands["edgekit"])
     trtexec_cmds = "\n".join(render_command(c) for c in commands["trtexec"])
     int8_note = ""
-    if build.precision == "int8":
+    if build.precision == "int8" and has_cache:
         int8_note = (
-            "\ntrtexec cannot calibrate from data: its `--calib` reads the calibration cache that "
-            f"the edgekit build above writes to `{CALIBRATION_CACHE_FILE}` (or the one bundled "
-            "here). Without a cache trtexec uses placeholder scales, fine for timing but not for "
-            "accuracy. Both need TensorRT 8.5-10.x (JetPack 5.1 or 6): TensorRT 11 removed "
+            "\ntrtexec cannot calibrate from data: its `--calib` reads the calibration cache "
+            f"bundled here (`{CALIBRATION_CACHE_FILE}`), so its engine has the same INT8 scales "
+            "as edgekit's. Both need TensorRT 8.5-10.x (JetPack 5.1 or 6): TensorRT 11 removed "
             "calibrated INT8 and the fp16 flag.\n")
+    elif build.precision == "int8":
+        int8_note = (
+            "\n**This bundle has no calibration cache, and trtexec cannot calibrate from data.** "
+            "The trtexec build above is therefore not calibrated: TensorRT gives every tensor a "
+            "dummy (placeholder) dynamic range, so the engine's speed is representative but its "
+            "outputs are meaningless; do not judge its accuracy. For a calibrated INT8 engine, "
+            "build with edgekit (section 2), which calibrates on the entry's data in "
+            f"`{CALIBRATION_FILE}` and writes `{CALIBRATION_CACHE_FILE}`; after that, trtexec "
+            f"can reuse those scales if you add `--calib` pointing at `{CALIBRATION_CACHE_FILE}`. "
+            "Never point `--calib` at a file that does not exist: trtexec then calibrates on "
+            "random input. Or make the bundle with `--calib-cache` so that it ships a cache. "
+            "Both need TensorRT 8.5-10.x (JetPack 5.1 or 6): TensorRT 11 removed calibrated INT8 "
+            "and the fp16 flag.\n")
     elif build.precision == "fp16":
         int8_note = ("\n`--fp16` needs TensorRT 8.5-10.x (JetPack 5.1 or 6); TensorRT 11 builds "
                      "strongly typed networks only.\n")
@@ -182,9 +199,10 @@ a checkout). Copy this folder to the Jetson and run the commands below inside it
 
 The build writes the engine artifact to `{ENGINE_DIR}/` (`{ENGINE_FILE}`, its ONNX model, the
 reference and a manifest that records the TensorRT version, GPU and build time) and checks it
-against `{REFERENCE_FILE}`; `edgekit validate` prints max, median, p90, p95 and p99 errors per
-output and exits 1 beyond tolerance. `edgekit profile` times the host-to-device copy, the engine
-and the device-to-host copy apart with CUDA events and reads the INA3221 power rails for energy.
+against `{REFERENCE_FILE}`; `edgekit validate` prints max, median, p90, p95 and p99 errors
+(nearest-rank percentiles) per output and exits 1 beyond tolerance. `edgekit profile` times the
+host-to-device copy, the engine and the device-to-host copy apart with CUDA events and reads the
+INA3221 power rails for energy.
 
 ## 3. Or with trtexec
 
@@ -237,7 +255,7 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
         raise UsageError(f"calibration cache {build.calib_cache} does not exist",
                          hint="drop --calib-cache: the device writes one when it calibrates")
     commands = bundle_commands(build, ranges, dynamic, _profile_batch(ranges, m),
-                               cuda_graph=cuda_graph)
+                               cuda_graph=cuda_graph, has_cache=cache_data is not None)
     check_onnx_model(artifact.folder / "model.onnx")
     name = artifact.source_name
     with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:

@@ -34,11 +34,12 @@ from edgekit.exporters.artifact import (
     file_record,
     task_record,
 )
+from edgekit.exporters.reference import make_spiking_net_fire
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.optional import SPIKING, require
 from edgekit.provenance import provenance
-from edgekit.spiking.layers import MultiStepNet, functional, layer, neuron
+from edgekit.spiking.layers import MultiStepNet, functional, layer, mean_firing_rate, neuron
 from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.nir"
@@ -238,6 +239,10 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     atol = source.entry.export.atol if atol is None else atol
     rtol = source.entry.export.rtol if rtol is None else rtol
     started = time.perf_counter()
+    spiking = make_spiking_net_fire(source)
+    (x_rate,) = source.entry.example_inputs(batch=1)
+    spiking["firing_rate"] = mean_firing_rate(model, x_rate)
+    spiking["firing_rate_of"] = "every spiking neuron on the entry's example input (batch 1)"
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
@@ -268,6 +273,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
             "nodes": {name: type(node).__name__ for name, node in graph.nodes.items()},
             "edges": [list(e) for e in graph.edges],
             "validation": report.to_dict(),
+            "spiking": spiking,
             "files": {MODEL_FILE: file_record(model_path)},
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),

@@ -26,6 +26,7 @@ from edgekit.exporters.artifact import (
 from edgekit.exporters.reference import (
     REFERENCE_FILE,
     make_reference,
+    make_spiking_net_fire,
     reference_record,
     save_reference,
 )
@@ -155,6 +156,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
     rtol = settings.rtol if rtol is None else rtol
     task = source.entry.task
     started = time.perf_counter()
+    spiking = make_spiking_net_fire(source)
     inputs = source.entry.example_inputs(batch=2 if dynamic_batch else batch)
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
@@ -170,6 +172,12 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
         in_rec, out_rec = _io_records(model_path)
         reference = make_reference(source, max(batches))
         save_reference(staging / REFERENCE_FILE, reference)
+        if spiking is not None:
+            from edgekit.spiking.layers import mean_firing_rate
+
+            x = torch.from_numpy(reference.inputs[task.input_name])
+            spiking["firing_rate"] = mean_firing_rate(source.model, x)
+            spiking["firing_rate_of"] = f"every spiking neuron on {REFERENCE_FILE}'s inputs"
         manifest = {
             "schema_version": MANIFEST_SCHEMA,
             "format": "onnx",
@@ -185,6 +193,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "simplifier": simplifier,
             "validation": report.to_dict(),
             "reference": reference_record(reference),
+            **({"spiking": spiking} if spiking is not None else {}),
             "target_device": device,
             "files": {MODEL_FILE: file_record(model_path),
                       REFERENCE_FILE: file_record(staging / REFERENCE_FILE)},

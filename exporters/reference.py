@@ -88,6 +88,45 @@ def make_reference(source: ModelSource, batch: int) -> Reference:
     return Reference(inputs, torch_outputs(source, inputs))
 
 
+# Samples of the entry's own training data that set an untrained spiking net's BatchNorm statistics.
+FIRING_CALIBRATION_SAMPLES = 64
+
+
+def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
+    """Make an untrained spiking net fire before it is exported and validated.
+
+    With initial BatchNorm statistics (mean 0, variance 1) an untrained spiking net's neurons
+    never reach threshold: every output is the same constant, which any graph returning that
+    constant reproduces, so validation would prove nothing. Untrained weights (no checkpoint) get
+    their BatchNorm statistics from the first ``FIRING_CALIBRATION_SAMPLES`` training samples of
+    the entry's own dataset; trained weights (a checkpoint, or BatchNorm statistics that have
+    seen data) are left as they are. None for a non-spiking entry;
+    else what was done, for the manifest."""
+    if not source.entry.spiking:
+        return None
+    if source.checkpoint is not None:
+        return {"weights": "trained (checkpoint)", "batchnorm": "as trained"}
+    norms = [m for m in source.model.modules()
+             if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
+    if not norms:
+        return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
+    if not any(int(m.num_batches_tracked) == 0 for m in norms):  # trained or calibrated already
+        return {"weights": "in memory, no checkpoint",
+                "batchnorm": "as given (statistics already set from data)"}
+    from edgekit.data import load_dataset
+    from edgekit.spiking.layers import calibrate_batchnorm, functional
+
+    data = load_dataset(source.entry.task)
+    x = torch.from_numpy(np.ascontiguousarray(data.x_train[:FIRING_CALIBRATION_SAMPLES]))
+    functional.reset_net(source.model)
+    with torch.no_grad():
+        calibrate_batchnorm(source.model, [x])
+    functional.reset_net(source.model)
+    return {"weights": "untrained (random initialisation)",
+            "batchnorm": f"statistics calibrated on the first {len(x)} training samples of "
+                         f"{data.name}, so that the net fires"}
+
+
 def save_reference(path: str | Path, reference: Reference) -> Path:
     return save_arrays(path, reference.inputs, reference.outputs)
 

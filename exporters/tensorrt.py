@@ -332,7 +332,9 @@ def trtexec_build_args(config: EngineBuildConfig, ranges: Sequence[ShapeRange] =
     """The ``trtexec`` command that builds the same engine as ``build_engine`` with ``config``.
 
     trtexec cannot calibrate from data: for int8 it reads the cache (``--calib``) that an edgekit
-    build wrote; without one it uses placeholder scales (fine for speed, meaningless for accuracy).
+    build wrote; without one it uses placeholder dynamic ranges (fine for speed, meaningless for
+    accuracy). Pass ``calib_cache`` only for a file that exists: pointed at a missing one, trtexec
+    calibrates on random input.
     """
     args = ["trtexec", f"--onnx={onnx}", f"--saveEngine={engine}"]
     args.append(get_precision(config.precision).trtexec_flag)

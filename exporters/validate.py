@@ -1,11 +1,13 @@
 """Export validation: compare an exported model's outputs with PyTorch's (style.md: Polygraphy).
 
 Results are data: per output the shape check, max / median / p90 / p95 / p99 absolute and
-relative error, and the verdict under ``|a - r| <= atol + rtol * |r|`` (numpy.allclose). All
-failures are collected before one verdict is given.
+relative error (nearest-rank percentiles, as trtexec and the profiler: always an observed value,
+never an interpolation), and the verdict under ``|a - r| <= atol + rtol * |r|``
+(numpy.allclose). All failures are collected before one verdict is given.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -13,6 +15,7 @@ import numpy as np
 from edgekit.errors import CheckFailed, UsageError
 
 _REL_FLOOR = 1e-12  # relative error of an exact zero reference is measured against this floor
+PERCENTILE_METHOD = "nearest-rank"  # the same as edgekit.profiler.stats
 
 
 @dataclass(frozen=True)
@@ -34,15 +37,21 @@ class OutputComparison:
     elements: int
     atol: float
     rtol: float
+    constant_reference: bool = False  # every reference element equal: the check proves nothing
 
     @property
     def passed(self) -> bool:
-        return self.shape == self.reference_shape and self.mismatched == 0
+        return (self.shape == self.reference_shape and self.mismatched == 0
+                and not self.constant_reference)
 
     def line(self) -> str:
         mark = "[✓]" if self.passed else "[x]"
         if self.shape != self.reference_shape:
             return f"{mark} {self.name}: shape {self.shape} != reference {self.reference_shape}"
+        if self.constant_reference:
+            return (f"{mark} {self.name}: the reference is constant (all {self.elements} "
+                    f"elements equal), so any graph returning that constant would pass; a silent "
+                    f"or untrained net proves nothing")
         return (f"{mark} {self.name}: max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} "
                 f"(atol {self.atol:g}, rtol {self.rtol:g}; "
                 f"{self.mismatched}/{self.elements} outside)")
@@ -60,6 +69,7 @@ class ValidationReport:
 
     def to_dict(self) -> dict:
         return {"passed": self.passed, "against": self.against, "inputs": self.inputs,
+                "percentile_method": PERCENTILE_METHOD,
                 "outputs": [{**asdict(o), "passed": o.passed} for o in self.outputs]}
 
     def lines(self) -> list[str]:
@@ -70,14 +80,38 @@ class ValidationFailed(CheckFailed):
     """Outputs beyond tolerance; carries the report so callers can show every output."""
 
     def __init__(self, report: ValidationReport, where: str) -> None:
-        bad = [o.name for o in report.outputs if not o.passed]
-        super().__init__(f"{where}: outputs {', '.join(bad)} differ from {report.against} "
-                         f"beyond tolerance")
+        bad = [o.name for o in report.outputs if not o.passed and not o.constant_reference]
+        constant = [o.name for o in report.outputs if o.constant_reference]
+        parts = []
+        if bad:
+            parts.append(f"outputs {', '.join(bad)} differ from {report.against} beyond tolerance")
+        if constant:
+            parts.append(f"reference outputs {', '.join(constant)} are constant (every element "
+                         f"equal), which proves nothing: any graph returning that constant "
+                         f"passes (a spiking net that never fires?)")
+        super().__init__(f"{where}: {'; '.join(parts)}")
         self.report = report
 
 
 def _percentile(values: np.ndarray, q: float) -> float:
-    return float(np.percentile(values, q)) if values.size else 0.0
+    """Nearest rank: the sample at 1-based rank ``ceil(q/100 * n)`` of the sorted values (rank 1
+    for q = 0), as ``edgekit.profiler.stats.nearest_rank``; 0 for no values. NaN sorts last."""
+    if not values.size:
+        return 0.0
+    rank = max(1, math.ceil(q / 100 * values.size))
+    return float(np.partition(values, rank - 1)[rank - 1])
+
+
+def is_constant(reference: np.ndarray) -> bool:
+    """Whether an output of more than one element has every element equal (within float32 eps
+    of its magnitude), NaN-free. Comparing against it cannot tell a correct export from a graph
+    that returns the constant, so it fails validation. A one-element output is exempt (nothing
+    to vary), and no output of edgekit's models (logits, regressions) is constant by design."""
+    r = np.asarray(reference, dtype=np.float64)
+    if r.size < 2 or not np.isfinite(r).all():
+        return False
+    spread = float(r.max() - r.min())
+    return bool(spread <= float(np.finfo(np.float32).eps) * max(1.0, float(np.abs(r).max())))
 
 
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
@@ -97,7 +131,7 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
         _percentile(diff, 95), _percentile(diff, 99),
         float(rel.max(initial=0.0)), _percentile(rel, 50), _percentile(rel, 90),
         _percentile(rel, 95), _percentile(rel, 99),
-        bad, int(r.size), atol, rtol,
+        bad, int(r.size), atol, rtol, is_constant(r),
     )
 
 

@@ -100,14 +100,18 @@ def test_int8_bundle_readme_commands_parse_and_match(int8_bundle):
     assert edgekit[2][1]["against"] == "onnxruntime"
     _, prof = edgekit[3]
     assert prof["backend"] == "tensorrt" and prof["batch"] == 4 and prof["cuda_graph"]
+    # no cache in the bundle: no --calib (pointed at a missing file, trtexec calibrates on noise)
+    assert not (folder / "calibration.cache").exists()
     assert trtexec[0] == ["trtexec", "--onnx=model.onnx", "--saveEngine=trtexec.engine", "--int8",
-                          "--calib=calibration.cache", "--minShapes=input:1x1x8x8",
+                          "--minShapes=input:1x1x8x8",
                           "--optShapes=input:4x1x8x8", "--maxShapes=input:16x1x8x8",
                           "--timingCacheFile=timing.cache"]
     assert trtexec[1] == ["trtexec", "--loadEngine=trtexec.engine", "--shapes=input:4x1x8x8",
                           "--warmUp=200", "--duration=3", "--useCudaGraph"]
     assert "100 INT8 calibration samples from digits" in readme
-    assert "placeholder scales" in readme  # trtexec cannot calibrate without the cache
+    assert "--calib=" not in readme
+    assert "no calibration cache" in readme and "not calibrated" in readme
+    assert "outputs are meaningless" in readme and "build with edgekit" in readme
 
 
 @pytest.mark.skipif(HAS_TRT_GPU, reason="TensorRT and a GPU are present: the command would build")
@@ -155,6 +159,8 @@ def test_bundle_with_a_calibration_cache(tmp_path):
     assert "calibration.cache" in result.manifest["files"]
     assert "--calib=calibration.cache" in result.commands["trtexec"][0]
     assert "`calibration.cache`" in result.readme
+    assert "--calib=calibration.cache" in result.readme  # the file it names is in the bundle
+    assert "same INT8 scales" in result.readme and "not calibrated" not in result.readme
     with pytest.raises(UsageError, match="does not exist"):
         write_jetson_bundle(art, tmp_path / "c", EngineBuildConfig(
             precision="int8", calib_cache=tmp_path / "nope.cache"), calibration=samples)

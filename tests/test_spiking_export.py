@@ -226,3 +226,27 @@ def test_nir_refuses_non_spiking_nets(tmp_path):
     with pytest.raises(UsageError, match="dt must be positive"):
         export_nir(load_model_source("spiking-cnn"), tmp_path / "art", dt=0)
     assert not Path(tmp_path / "art").exists()
+
+
+def test_untrained_spikingresformer_fires_before_it_is_validated(tmp_path):
+    """Untrained, it emits all-zero logits, which any zero graph would match: the export first
+    calibrates its BatchNorm statistics on the entry's data, validates non-constant outputs and
+    records the firing rate."""
+    from edgekit.exporters import load_reference
+    from edgekit.exporters.validate import is_constant
+
+    result = export_onnx(load_model_source("spikingresformer"), tmp_path / "art")
+    art = load_artifact(tmp_path / "art")
+    spiking = art.manifest["spiking"]
+    assert spiking["firing_rate"] > 0 and "calibrated" in spiking["batchnorm"]
+    reference = load_reference(tmp_path / "art" / "reference.npz")
+    assert not is_constant(reference.outputs["logits"])
+    assert result.validation.passed and result.validation.outputs[0].max_abs >= 0
+
+
+def test_a_trained_net_keeps_its_statistics(tmp_path, trained_cnn):
+    before = {k: v.clone() for k, v in trained_cnn.model.state_dict().items()}
+    export_onnx(trained_cnn, tmp_path / "art")
+    after = trained_cnn.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert load_artifact(tmp_path / "art").manifest["spiking"]["firing_rate"] > 0

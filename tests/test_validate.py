@@ -70,12 +70,13 @@ def test_statistics_on_known_differences(onnx_artifact, tmp_path):
     (o,) = report.outputs
     assert why == "given" and not report.passed
     assert o.max_abs == pytest.approx(0.29)
-    assert o.median_abs == pytest.approx(0.145)
-    assert o.p90_abs == pytest.approx(0.261)
-    assert o.p95_abs == pytest.approx(0.2755)
-    assert o.p99_abs == pytest.approx(0.2871)
-    rel = (delta / np.abs(expected)).ravel()
-    assert o.max_rel == pytest.approx(rel.max()) and o.median_rel == pytest.approx(np.median(rel))
+    # nearest rank of 30 samples: ranks 15, 27, 29, 30
+    assert o.median_abs == pytest.approx(0.14)
+    assert o.p90_abs == pytest.approx(0.26)
+    assert o.p95_abs == pytest.approx(0.28)
+    assert o.p99_abs == pytest.approx(0.29)
+    rel = np.sort((delta / np.abs(expected)).ravel())
+    assert o.max_rel == pytest.approx(rel.max()) and o.median_rel == pytest.approx(rel[14])
     assert o.mismatched == 9 and o.elements == 30  # 0.21 .. 0.29 lie outside atol 0.205
     assert validate_artifact(folder, atol=0.3, rtol=0.0)[1].passed
 
@@ -157,3 +158,64 @@ def test_validating_an_engine_without_tensorrt_is_one_line(onnx_artifact, tmp_pa
     assert "--to jetson-bundle" in result.stderr
     prof = CliRunner().invoke(cli, ["profile", str(folder), "--backend", "onnxruntime"])
     assert prof.exit_code == 2 and "profile it with --backend tensorrt" in prof.stderr
+
+
+def test_error_percentiles_are_nearest_rank_as_the_profilers():
+    """One convention in every report: nearest rank (an observed value), as trtexec."""
+    from edgekit.exporters.validate import compare_output, compare_outputs
+    from edgekit.profiler.stats import nearest_rank
+
+    errors = np.array([0.5, 0.1, 0.9, 0.3, 0.7, 0.2, 0.8, 0.4, 0.6, 1.0, 0.05])
+    ref = np.ones_like(errors)
+    c = compare_output("y", ref + errors, ref, atol=10.0, rtol=0.0)
+    diffs = sorted(np.abs((ref + errors) - ref).tolist())
+    for p, got in ((50, c.median_abs), (90, c.p90_abs), (95, c.p95_abs), (99, c.p99_abs)):
+        assert got == nearest_rank(diffs, p)
+        assert got in diffs  # never an interpolation
+    assert c.p95_abs != pytest.approx(float(np.percentile(diffs, 95)))  # linear interpolates
+
+    doc = compare_outputs({"y": ref + errors}, {"y": ref}, 10.0, 0.0).to_dict()
+    assert doc["percentile_method"] == "nearest-rank"
+
+
+def test_profiler_latency_stats_name_their_percentile_method():
+    from edgekit.profiler.stats import latency_stats
+
+    assert latency_stats([0.001, 0.002, 0.003]).to_dict()["percentile_method"] == "nearest-rank"
+
+
+def test_a_constant_reference_fails_validation():
+    """A reference whose every element is equal cannot tell a right export from a graph that
+    returns that constant: refused, naming the output; a one-element output is exempt."""
+    from edgekit.exporters import ValidationFailed, compare_outputs
+
+    zeros = np.zeros((3, 10), np.float32)
+    report = compare_outputs({"logits": zeros}, {"logits": zeros}, 1e-4, 1e-3)
+    assert not report.passed and "reference is constant" in report.lines()[0]
+    assert "max abs 0" not in report.lines()[0]
+    err = ValidationFailed(report, "export of x")
+    assert err.exit_code == 1 and "logits" in str(err) and "constant" in str(err)
+    assert compare_outputs({"s": np.ones(1)}, {"s": np.ones(1)}, 1e-4, 1e-3).passed
+    varied = np.arange(30, dtype=np.float32).reshape(3, 10)
+    assert compare_outputs({"logits": varied}, {"logits": varied}, 1e-4, 1e-3).passed
+
+
+def test_a_graph_that_returns_zeros_fails_export_validation(tmp_path):
+    import dataclasses
+
+    from edgekit.exporters import ValidationFailed
+
+    class Zeros(torch.nn.Module):
+        def __init__(self, inner: torch.nn.Module) -> None:
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x) * 0.0
+
+    source = load_model_source("mlp:small")
+    source = dataclasses.replace(source, model=Zeros(source.model))
+    with pytest.raises(ValidationFailed, match="logits.*constant") as info:
+        export_onnx(source, tmp_path / "art")
+    assert info.value.exit_code == 1
+    assert not (tmp_path / "art").exists()

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 PERCENTILES = (50, 90, 95, 99)
+PERCENTILE_METHOD = "nearest-rank"  # stated in every report that gives percentiles
 
 
 def nearest_rank(sorted_values: Sequence[float], p: float) -> float:
@@ -35,8 +36,8 @@ class LatencyStats:
     p99: float
     max: float
 
-    def to_dict(self) -> dict[str, float]:
-        return asdict(self)
+    def to_dict(self) -> dict[str, float | str]:
+        return {**asdict(self), "percentile_method": PERCENTILE_METHOD}
 
 
 def latency_stats(samples_s: Sequence[float]) -> LatencyStats:

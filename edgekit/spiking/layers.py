@@ -128,3 +128,25 @@ def calibrate_batchnorm(model: nn.Module, batches: list[torch.Tensor]) -> nn.Mod
         for m, momentum in zip(norms, saved, strict=False):
             m.momentum = momentum
     return model.eval()
+
+
+@torch.no_grad()
+def mean_firing_rate(model: nn.Module, *inputs: torch.Tensor) -> float:
+    """Spikes per neuron update over every spiking neuron of ``model`` on one run of ``inputs``
+    (from rest): 0 means a silent net, whose outputs cannot show whether an export is right."""
+    totals = [0.0, 0]
+
+    def hook(module: nn.Module, args: Any, out: torch.Tensor) -> None:
+        totals[0] += float(out.detach().float().sum())
+        totals[1] += out.numel()
+
+    handles = [m.register_forward_hook(hook) for m in model.modules()
+               if isinstance(m, neuron.BaseNode)]
+    functional.reset_net(model)
+    try:
+        model.eval()(*inputs)
+    finally:
+        for h in handles:
+            h.remove()
+        functional.reset_net(model)
+    return totals[0] / totals[1] if totals[1] else 0.0
