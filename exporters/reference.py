@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.exporters.validate import is_constant
 from edgekit.fileio import atomic_write_bytes
 from edgekit.targets import ModelSource
 
@@ -108,23 +109,30 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
         return {"weights": "trained (checkpoint)", "batchnorm": "as trained"}
     norms = [m for m in source.model.modules()
              if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
-    if not norms:
-        return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
-    if not any(int(m.num_batches_tracked) == 0 for m in norms):  # trained or calibrated already
+    if norms and not any(int(m.num_batches_tracked) == 0 for m in norms):
         return {"weights": "in memory, no checkpoint",
                 "batchnorm": "as given (statistics already set from data)"}
     from edgekit.data import load_dataset
-    from edgekit.spiking.layers import calibrate_batchnorm, functional
+    from edgekit.spiking.layers import calibrate_batchnorm, functional, scale_to_fire
 
     data = load_dataset(source.entry.task)
     x = torch.from_numpy(np.ascontiguousarray(data.x_train[:FIRING_CALIBRATION_SAMPLES]))
+    where = f"the first {len(x)} training samples of {data.name}"
     functional.reset_net(source.model)
     with torch.no_grad():
-        calibrate_batchnorm(source.model, [x])
+        if norms:
+            calibrate_batchnorm(source.model, [x])
+            done = {"batchnorm": f"statistics calibrated on {where}, so that the net fires"}
+        elif not is_constant(source.model(x).numpy()):  # it answers its inputs already
+            functional.reset_net(source.model)
+            return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
+        else:
+            scaled = scale_to_fire(source.model, x)
+            done = {"batchnorm": "none to calibrate",
+                    "weights_scaled": f"{scaled} layers feeding a spiking neuron scaled on "
+                                      f"{where} (unit input spread), so that the net fires"}
     functional.reset_net(source.model)
-    return {"weights": "untrained (random initialisation)",
-            "batchnorm": f"statistics calibrated on the first {len(x)} training samples of "
-                         f"{data.name}, so that the net fires"}
+    return {"weights": "untrained (random initialisation)", **done}
 
 
 def save_reference(path: str | Path, reference: Reference) -> Path:

@@ -131,6 +131,41 @@ def calibrate_batchnorm(model: nn.Module, batches: list[torch.Tensor]) -> nn.Mod
 
 
 @torch.no_grad()
+def scale_to_fire(model: nn.Module, x: torch.Tensor, spread: float = 1.0) -> int:
+    """Scale, layer by layer in forward order, the weights (and biases) of every convolution and
+    linear layer whose output feeds a spiking neuron so that this output's standard deviation over
+    ``x`` is ``spread`` (data-driven initialisation in the manner of LSUV, Mishkin & Matas 2016).
+
+    A net without BatchNorm has no statistics to calibrate; with random weights its neurons may
+    never reach threshold (v_th = 1), which leaves every output constant. Unit spread around the
+    threshold makes them fire. Returns how many layers were scaled."""
+    order: list[nn.Module] = []
+    hooks = [m.register_forward_hook(lambda mod, a, out: order.append(mod))
+             for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear, neuron.BaseNode))]
+    try:
+        model(x)
+    finally:
+        for h in hooks:
+            h.remove()
+    feeding = [m for m, nxt in zip(order, order[1:], strict=False)
+               if isinstance(m, (nn.Conv2d, nn.Linear)) and isinstance(nxt, neuron.BaseNode)]
+    for module in feeding:
+        seen: list[torch.Tensor] = []
+        hook = module.register_forward_hook(
+            lambda mod, a, out, seen=seen: seen.append(out.detach()))
+        try:
+            model(x)
+        finally:
+            hook.remove()
+        std = float(torch.cat([s.flatten() for s in seen]).std())
+        if std > 0:
+            module.weight.mul_(spread / std)
+            if module.bias is not None:
+                module.bias.mul_(spread / std)
+    return len(feeding)
+
+
+@torch.no_grad()
 def mean_firing_rate(model: nn.Module, *inputs: torch.Tensor) -> float:
     """Spikes per neuron update over every spiking neuron of ``model`` on one run of ``inputs``
     (from rest): 0 means a silent net, whose outputs cannot show whether an export is right."""
