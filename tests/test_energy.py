@@ -303,7 +303,9 @@ def test_jetpack6_hwmon_integrates_vdd_in_alone(tmp_path: Path, orin_nano: Path)
     set_hwmon(orin_nano, readings(1200, 500))  # 6 W, 2.5 W
     result = meter.end()
 
-    assert result.components == {"VDD_IN": 12.5, "VDD_CPU_GPU_CV": 5.25, "VDD_SOC": 2.0}
+    # issue 16: the sub-rails are reported apart from the total, which is not among them
+    assert result.components == {"VDD_CPU_GPU_CV": 5.25, "VDD_SOC": 2.0}
+    assert not result.components_summed
     assert result.energy_j == 12.5  # the input rail only, not 19.75
     assert (result.duration_s, result.avg_power_w, result.samples) == (2.0, 6.25, 3)
     assert (result.source, result.measured) == ("measured: ina3221/VDD_IN", True)
@@ -327,10 +329,10 @@ def test_jetpack4_iio_reads_power_directly(tmp_path: Path) -> None:
     result = meter.end()
     assert result.source == "measured: ina3221/POM_5V_IN"
     assert result.energy_j == 1.5
-    assert result.components == {"POM_5V_IN": 1.5, "POM_5V_GPU": 0.3, "POM_5V_CPU": 0.4}
+    assert result.components == {"POM_5V_GPU": 0.3, "POM_5V_CPU": 0.4}  # sub-rails only
 
 
-def test_agx_two_monitors_need_the_profile_total_rail(tmp_path: Path) -> None:
+def test_agx_two_monitors_sum_without_a_total_rail(tmp_path: Path) -> None:
     first = hwmon_monitor(
         tmp_path, "1-0040", {1: "VDD_GPU_SOC", 2: "VDD_CPU_CV", 3: "VIN_SYS_5V0"}, "hwmon1"
     )
@@ -338,18 +340,21 @@ def test_agx_two_monitors_need_the_profile_total_rail(tmp_path: Path) -> None:
     set_hwmon(first, {1: (5000, 1000), 2: (5000, 400), 3: (5000, 2000)})
     set_hwmon(second, {2: (1800, 500)})
 
-    with pytest.raises(SensorError, match="no INA3221 input rail .*VDDQ_VDD2_1V8AO") as info:
-        Ina3221Meter(root=tmp_path)
-    assert "power_sensor.total_rail" in str(info.value)
+    # issue 16: no input rail -> the sum of the rails, as jtop takes it (was a SensorError)
+    summed = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(0.0, 2.0))
+    summed.begin()
+    total = summed.end()
+    assert total.source == ("measured: sum of rails (VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0, "
+                            "VDDQ_VDD2_1V8AO)")
+    assert total.energy_j == pytest.approx(35.8) and total.components_summed
 
     meter = Ina3221Meter("VIN_SYS_5V0", root=tmp_path, interval_s=NEVER, clock=ticks(0.0, 2.0))
     meter.begin()
     result = meter.end()
     assert result.energy_j == 20.0
-    assert result.components == {
+    assert result.components == {  # a named total rail is used alone, its sub-rails beside it
         "VDD_GPU_SOC": 10.0,
         "VDD_CPU_CV": 4.0,
-        "VIN_SYS_5V0": 20.0,
         "VDDQ_VDD2_1V8AO": 1.8,
     }
 
@@ -360,8 +365,8 @@ def test_missing_total_rail_lists_the_rails(tmp_path: Path, orin_nano: Path) -> 
 
 
 def test_malformed_rail_file_is_named(tmp_path: Path, orin_nano: Path) -> None:
-    write(orin_nano / "curr2_input", "n/a")
-    with pytest.raises(SensorError, match=f"{orin_nano / 'curr2_input'}"):
+    write(orin_nano / "curr1_input", "n/a")  # the total rail (issue 16: a sub-rail is left out)
+    with pytest.raises(SensorError, match=f"{orin_nano / 'curr1_input'}"):
         Ina3221Meter(root=tmp_path)
 
 
@@ -498,6 +503,7 @@ def test_to_dict_carries_units_and_method() -> None:
         "measured": True,
         "samples": 5,
         "components": {"package-0": 10.0},
+        "components_summed": True,
         "note": None,
     }
     assert EnergyMeasurement(1.0, 0.0, "x", True, 1).avg_power_w == 0.0

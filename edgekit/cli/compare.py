@@ -76,20 +76,25 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--duration", type=SECONDS, default=1.0, show_default=True,
               help="Timed seconds per model.")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
+@click.option("--sysfs-root", type=click.Path(exists=True, file_okay=False),
+              help="Read the energy sensors under this folder instead of / (a container that "
+                   "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
 @click.option("--plot", "plot_path", type=OUTPUT_FILE, help="Write a PNG plot.")
 @click.option("--csv", "csv_path", type=OUTPUT_FILE, help="Write the table as CSV.")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
-            threads: int | None, duration: float, energy: str, data: str | None,
+            threads: int | None, duration: float, energy: str, sysfs_root: str | None,
+            data: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None) -> None:
     """Compare models on their task metric, latency and energy.
 
     NAMES are registry entries (ENTRY or ENTRY:VARIANT), checkpoints or artifact folders.
     """
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
-                               plan=TimingPlan(duration_s=duration), energy=energy)
+                               plan=TimingPlan(duration_s=duration), energy=energy,
+                               sysfs_root=sysfs_root)
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress)
     console.print(render_compare(result))

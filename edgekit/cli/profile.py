@@ -83,6 +83,15 @@ def render_profile(report: dict[str, Any]) -> Table:
                                 f"avg {en['avg_power_w']:.2f} W " + escape(f"[{en['source']}]"))
     else:
         table.add_row("energy", escape(f"unavailable [{en['source']}]"))
+    parts = en.get("components") or {}
+    if parts and "energy_per_inference_j" in en:
+        n = report["iterations"]
+        listed = ", ".join(f"{name} {j / n * 1e3:.4f}" for name, j in parts.items())
+        role = ("summed into the total" if en.get("components_summed", True)
+                else "sub-rails of the total, not added to it")
+        table.add_row("  components", escape(f"{listed} mJ/inference ({role})"))
+    for name, why in (en.get("omitted") or {}).items():
+        table.add_row("", f"[yellow]left out {escape(name)}: {escape(why)}[/yellow]")
     if en.get("note"):
         table.add_row("", f"[dim]{escape(en['note'])}[/dim]")
     if en.get("warning"):
@@ -111,11 +120,15 @@ def render_profile(report: dict[str, Any]) -> Table:
               help="A fixed number of timed iterations (overrides --duration).")
 @click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
+@click.option("--sysfs-root", type=click.Path(exists=True, file_okay=False),
+              help="Read the energy sensors under this folder instead of / (a container that "
+                   "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,
-            iterations: int | None, energy: str, json_path: str | None) -> None:
+            iterations: int | None, energy: str, sysfs_root: str | None,
+            json_path: str | None) -> None:
     """Measure latency, throughput, memory and energy of TARGET.
 
     TARGET is a registry name, a checkpoint, an artifact folder (ONNX or TensorRT engine) or an
@@ -124,7 +137,8 @@ def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, d
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
                                                iterations=iterations), energy=energy,
-                               provider=provider, cuda_graph=cuda_graph)
+                               provider=provider, cuda_graph=cuda_graph,
+                               sysfs_root=sysfs_root)
     with progress_bars(transient=True) as progress:
         report = run_profile(target, settings, progress=progress)
     console.print(render_profile(report))

@@ -41,7 +41,12 @@ class EnergyMeasurement:
     source: str  # "measured: rapl", "measured: ina3221/VDD_IN", "estimated: tdp", ...
     measured: bool  # False for estimates and for "unavailable", always
     samples: int  # sensor reads taken in the window, begin and end included
-    components: dict[str, float] = field(default_factory=dict)  # per zone/rail/GPU, joules
+    # Per zone/rail/GPU, joules. ``components_summed``: True when energy_j is their sum (RAPL
+    # zones, a sum of rails); False when they are sub-rails of a total rail measured beside them
+    # (the total is not among them, and adding them to energy_j would count them twice).
+    components: dict[str, float] = field(default_factory=dict)
+    components_summed: bool = True
+    omitted: dict[str, str] = field(default_factory=dict)  # rail/zone -> why it was not read
     note: str | None = None  # the assumption behind an estimate, or why a fallback was taken
     warning: str | None = None  # why the figure may be off (too few samples); None when fine
     window_s: float | None = None  # the whole sampler window, when energy_j covers a timed
@@ -54,14 +59,14 @@ class EnergyMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: NaN (no figure) becomes None, since JSON has no NaN. The optional fields
-        (warning, window_s, attribution) appear only when set."""
+        (warning, window_s, attribution, omitted) appear only when set."""
         data = asdict(self)
         data["avg_power_w"] = self.avg_power_w
         for key in ("energy_j", "avg_power_w"):
             if math.isnan(data[key]):
                 data[key] = None
-        for key in ("warning", "window_s", "attribution"):
-            if data[key] is None:
+        for key in ("warning", "window_s", "attribution", "omitted"):
+            if data[key] is None or data[key] == {}:
                 del data[key]
         return data
 

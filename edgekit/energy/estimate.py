@@ -1,14 +1,16 @@
 """Energy where no sensor can be read: an estimate from the device profile, or no figure at all.
 
 The estimate is power budget x duration, where the budget is the default power mode's watts
-(a Jetson's nvpmodel mode) or else the profile's TDP. It is labelled "estimated: tdp", has
-``measured=False``, and its note states the assumption; it is never shown as a measurement.
-A profile with neither figure gives ``NullMeter``: energy NaN, source "unavailable: ...",
-because a made-up number would be worse than none.
+(a Jetson's nvpmodel mode), else the profile's TDP, else (generic CPU profiles) the assumed watts
+per core x the profile's cores, or this machine's when the profile gives none. It is labelled
+"estimated: tdp", has ``measured=False``, and its note states the assumption; it is never
+shown as a measurement. A profile with no figure gives ``NullMeter``: energy NaN, source
+"unavailable: ...", because a made-up number would be worse than none.
 """
 from __future__ import annotations
 
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,11 @@ def profile_power(profile: DeviceProfile) -> tuple[float, str] | None:
         return mode.watts, f"TDP of power mode {mode.name} ({mode.watts:g} W)"
     if profile.tdp_w is not None:
         return profile.tdp_w, f"TDP {profile.tdp_w:g} W"
+    if profile.core_power_w is not None:
+        cores = profile.cpu_cores or os.cpu_count() or 1
+        watts = profile.core_power_w * cores
+        return watts, (f"{cores} cores x {profile.core_power_w:g} W/core assumed "
+                       f"({watts:g} W)")
     return None
 
 

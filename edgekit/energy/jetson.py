@@ -6,10 +6,19 @@
   not rails. AGX Orin has two monitors (1-0040 and 1-0041); all are read.
 - JetPack 4 (iio): ``/sys/bus/i2c/drivers/ina3221x/<bus-addr>/iio:deviceK/`` with
   ``rail_name_N`` and ``in_powerN_input`` (mW) directly.
+- Jetson AGX Thor (JetPack 7): an INA238 on the module input, ``VIN``, in the same hwmon layout
+  under ``/sys/bus/i2c/drivers/ina238/``, beside INA3221 sub-rails.
 
-The total is one rail, the module input (VDD_IN on JetPack 5/6, POM_5V_IN on JetPack 4), never
-the sum of the input and the rails it feeds. Energy is the trapezoidal integral of each rail's
-power over the sample times.
+The total, as jtop (rbonghi/jetson_stats, ``jtop/core/power.py``, ``total_power``) takes it:
+- a layout with an input rail (VDD_IN on Orin NX/Nano and JetPack 5/6 boards, POM_5V_IN on
+  JetPack 4, VIN on Thor) uses that rail alone, never the input plus the rails it feeds; the
+  other rails are reported as its sub-rails;
+- a layout without one (AGX Orin: VDD_GPU_SOC, VDD_CPU_CV, VIN_SYS_5V0 on 0x40 and
+  VDDQ_VDD2_1V8AO on 0x41) sums every connected rail: the module's rails, not the carrier
+  board's I/O (USB, fan, M.2, Ethernet) nor the regulator losses upstream of them.
+A rail that cannot be read is left out and named in the measurement (``omitted``); the total
+rail itself must be readable, or the meter fails. Energy is the trapezoidal integral of each
+rail's power over the sample times.
 """
 from __future__ import annotations
 
@@ -33,9 +42,12 @@ if TYPE_CHECKING:
     from edgekit.profiles.schema import DeviceProfile
 
 I2C_DRIVERS = Path("sys/bus/i2c/drivers")
-HWMON_LABELS = "ina3221*/*/hwmon/hwmon*/in*_label"  # under I2C_DRIVERS
+HWMON_LABELS = (  # under I2C_DRIVERS
+    "ina3221*/*/hwmon/hwmon*/in*_label",
+    "ina238*/*/hwmon/hwmon*/in*_label",  # Jetson AGX Thor: the module input, VIN
+)
 IIO_LABELS = "ina3221*/*/iio:device*/rail_name_*"
-TOTAL_RAILS = ("VDD_IN", "POM_5V_IN")  # auto-picked in this order when no profile names one
+TOTAL_RAILS = ("VDD_IN", "POM_5V_IN", "VIN")  # auto-picked in this order, no profile naming one
 _NOT_RAILS = ("NC", "sum of shunt voltages")
 
 
@@ -53,6 +65,7 @@ class HwmonRail:
     name: str
     voltage_file: Path
     current_file: Path
+    monitor: str = "ina3221"  # the driver: ina3221, or ina238 (Thor's module input)
 
     def read_mw(self) -> float:
         return read_sysfs_int(self.voltage_file) * read_sysfs_int(self.current_file) / 1000
@@ -71,13 +84,15 @@ class IioRail:
 
 def _hwmon_rails(root: Path) -> list[Rail]:
     rails: list[Rail] = []
-    for label in sorted((root / I2C_DRIVERS).glob(HWMON_LABELS)):
+    labels = {label for pattern in HWMON_LABELS for label in (root / I2C_DRIVERS).glob(pattern)}
+    for label in sorted(labels):
         channel = label.name[len("in") : -len("_label")]
         current = label.with_name(f"curr{channel}_input")
         name = read_sysfs(label)
         if name in _NOT_RAILS or not current.exists():
             continue
-        rails.append(HwmonRail(name, label.with_name(f"in{channel}_input"), current))
+        monitor = label.relative_to(root / I2C_DRIVERS).parts[0]
+        rails.append(HwmonRail(name, label.with_name(f"in{channel}_input"), current, monitor))
     return rails
 
 
@@ -106,11 +121,12 @@ def find_rails(root: Path = Path("/")) -> list[Rail]:
 def available(root: Path = Path("/")) -> bool:
     """Whether any INA3221 channel is listed (says nothing about whether it can be read)."""
     base = root / I2C_DRIVERS
-    return any(base.glob(HWMON_LABELS)) or any(base.glob(IIO_LABELS))
+    return any(any(base.glob(p)) for p in HWMON_LABELS) or any(base.glob(IIO_LABELS))
 
 
-def pick_total(rails: list[Rail], total_rail: str | None) -> Rail:
-    """The profile's total rail, or VDD_IN / POM_5V_IN when the profile names none."""
+def pick_total(rails: list[Rail], total_rail: str | None) -> Rail | None:
+    """The profile's total rail, else the first of TOTAL_RAILS present; None when the layout has
+    no input rail (AGX Orin): the total is then the sum of the rails."""
     by_name = {r.name: r for r in rails}
     names = ", ".join(by_name) or "(none)"
     if total_rail is not None:
@@ -123,14 +139,12 @@ def pick_total(rails: list[Rail], total_rail: str | None) -> Rail:
     for name in TOTAL_RAILS:
         if name in by_name:
             return by_name[name]
-    raise SensorError(
-        f"no INA3221 input rail ({' or '.join(TOTAL_RAILS)}) found (rails: {names})",
-        hint="name the total rail in the device profile's power_sensor.total_rail",
-    )
+    return None
 
 
 class Ina3221Meter(EnergyMeter):
-    """Module input energy on a Jetson, with every rail integrated beside it."""
+    """Module input energy on a Jetson (the input rail, or the sum of the rails where there is
+    none), with every readable rail integrated beside it."""
 
     def __init__(
         self,
@@ -141,16 +155,32 @@ class Ina3221Meter(EnergyMeter):
         clock: Clock = time.perf_counter,
     ) -> None:
         super().__init__(interval_s=interval_s, clock=clock)
-        self.rails = find_rails(root)
-        if not self.rails:
+        rails = find_rails(root)
+        if not rails:
             raise SensorError(
                 f"no INA3221 power monitor under {root / I2C_DRIVERS}",
                 hint="INA3221 monitors exist on Jetson modules only",
             )
-        self.total = pick_total(self.rails, total_rail)
-        self.source = f"measured: ina3221/{self.total.name}"
-        for rail in self.rails:  # trial read: fails here, not mid-profile
-            rail.read_mw()
+        self.total = pick_total(rails, total_rail)
+        self.omitted: dict[str, str] = {}
+        self.rails: list[Rail] = []
+        for rail in rails:  # trial read: fails here, not mid-profile
+            try:
+                rail.read_mw()
+            except SensorError as exc:
+                if rail is self.total:
+                    raise  # no honest total without it
+                self.omitted[rail.name] = str(exc)
+            else:
+                self.rails.append(rail)
+        if not self.rails:
+            raise SensorError("no INA3221 rail can be read: "
+                              + "; ".join(self.omitted.values()))
+        if self.total is not None:
+            monitor = getattr(self.total, "monitor", "ina3221")
+            self.source = f"measured: {monitor}/{self.total.name}"
+        else:
+            self.source = f"measured: sum of rails ({', '.join(r.name for r in self.rails)})"
         self._integrals = {r.name: PowerIntegral() for r in self.rails}
 
     def _begin(self, now: float) -> None:
@@ -163,18 +193,31 @@ class Ina3221Meter(EnergyMeter):
             self._integrals[name].add(now, power_mw)
 
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
+        rails = {name: self._charge(i) for name, i in self._integrals.items()}
+        note = None
+        if self.total is not None:
+            energy_j = rails.pop(self.total.name)  # the sub-rails stay beside it, not added
+        else:
+            energy_j = sum(rails.values())
+            if self.omitted:
+                note = (f"the sum leaves out the unreadable rails {', '.join(self.omitted)}: "
+                        "it is lower than the module's power")
         return EnergyMeasurement(
-            energy_j=self._charge(self._integrals[self.total.name]),
+            energy_j=energy_j,
             duration_s=duration_s,
             source=self.source,
             measured=True,
             samples=samples,
-            components={name: self._charge(i) for name, i in self._integrals.items()},
+            components=rails,
+            components_summed=self.total is None,
+            omitted=dict(self.omitted),
+            note=note,
         )
 
 
 def _open(profile: DeviceProfile | None, root: Path, options: dict[str, Any]) -> Ina3221Meter:
-    """The profile names the total rail (VDD_IN, POM_5V_IN); without one, TOTAL_RAILS decide."""
+    """The profile names the total rail (VDD_IN, POM_5V_IN, VIN); without one, TOTAL_RAILS
+    decide, and a layout without any of them sums its rails."""
     total = profile.power_sensor.total_rail if profile is not None else None
     return Ina3221Meter(total, root=root, **options)
 

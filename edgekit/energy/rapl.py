@@ -12,6 +12,10 @@ Which zones make the total (the rule: never a total plus its own sub-rails):
 - "psys" (the whole platform, where implemented) only when there is no package zone: its
   coverage is up to the platform vendor (it may include the display and the charger), and
   adding it to the packages would count them twice; package + DRAM compares across machines.
+
+A DRAM zone that cannot be read is left out and named in the measurement (``omitted``): the
+total is then the packages alone, which is still honest for what it names. A package (or psys)
+zone that cannot be read fails the meter: without it there is no total.
 """
 from __future__ import annotations
 
@@ -45,6 +49,7 @@ class Zone:
     key: str  # "package-0", "package-0/dram", "psys"
     energy_file: Path
     max_energy_range_uj: int
+    optional: bool = False  # a DRAM zone: left out (and named) when it cannot be read
 
 
 def counter_delta(prev_uj: int, cur_uj: int, max_energy_range_uj: int) -> int:
@@ -67,8 +72,9 @@ def available(root: Path = Path("/")) -> bool:
     return bool(_zone_dirs(root))
 
 
-def find_zones(root: Path = Path("/")) -> list[Zone]:
-    """The zones whose sum is the total, per the rule in the module docstring."""
+def find_zones(root: Path = Path("/"), omitted: dict[str, str] | None = None) -> list[Zone]:
+    """The zones whose sum is the total, per the rule in the module docstring. With ``omitted``,
+    a DRAM zone whose range cannot be read is recorded there (key -> why) instead of failing."""
     dirs = _zone_dirs(root)
     if not dirs:
         raise SensorError(
@@ -92,10 +98,18 @@ def find_zones(root: Path = Path("/")) -> list[Zone]:
     if not chosen:
         found = ", ".join(sorted(set(names.values())))
         raise SensorError(f"no RAPL package or psys zone under {root / POWERCAP} (found: {found})")
-    return [
-        Zone(key, d / "energy_uj", read_sysfs_int(d / "max_energy_range_uj", PERMISSION_HINT))
-        for key, d in chosen
-    ]
+    zones = []
+    for key, d in chosen:
+        optional = (key, d) in drams
+        try:
+            max_uj = read_sysfs_int(d / "max_energy_range_uj", PERMISSION_HINT)
+        except SensorError as exc:
+            if omitted is None or not optional:
+                raise
+            omitted[key] = str(exc)
+            continue
+        zones.append(Zone(key, d / "energy_uj", max_uj, optional))
+    return zones
 
 
 class RaplMeter(EnergyMeter):
@@ -111,8 +125,18 @@ class RaplMeter(EnergyMeter):
         clock: Clock = time.perf_counter,
     ) -> None:
         super().__init__(interval_s=interval_s, clock=clock)
-        self.zones = find_zones(root)
-        self._last = self._read_counters()  # trial read: fails here, not mid-profile
+        self.omitted: dict[str, str] = {}
+        self.zones = []
+        for zone in find_zones(root, self.omitted):  # trial read: fails here, not mid-profile
+            try:
+                read_sysfs_int(zone.energy_file, PERMISSION_HINT)
+            except SensorError as exc:
+                if not zone.optional:
+                    raise
+                self.omitted[zone.key] = str(exc)
+            else:
+                self.zones.append(zone)
+        self._last = self._read_counters()
         self._uj = [0] * len(self.zones)
         self._traces = [CounterTrace() for _ in self.zones]  # unwrapped uJ since begin
 
@@ -153,6 +177,9 @@ class RaplMeter(EnergyMeter):
             measured=True,
             samples=samples,
             components={z.key: uj / 1e6 for z, uj in zip(self.zones, zone_uj, strict=True)},
+            omitted=dict(self.omitted),
+            note=(f"DRAM zones {', '.join(self.omitted)} unreadable and left out: the total is "
+                  "the CPU packages without their DRAM" if self.omitted else None),
         )
 
 

@@ -6,9 +6,13 @@ the profile's TDP estimate, or to ``NullMeter`` when the profile has no power fi
 for the fallback goes into the measurement's note. An explicit request ("rapl", "ina3221",
 "nvml", "estimate") that cannot be met raises SensorError (or MissingDependencyError) with a hint
 instead of falling back. The meters come from ``edgekit.energy.registry``; none is named here.
+
+The sensors are looked for under a filesystem root: ``root``, else ``$EDGEKIT_SYSFS_ROOT`` (a
+container that mounts the host's /sys elsewhere, a test's rebuilt layout), else ``/``.
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +23,14 @@ from edgekit.errors import MissingDependencyError, SensorError
 from edgekit.profiles.schema import DeviceProfile
 
 METER_NAMES = ("auto", *(s.name for s in list_meters()))
+SYSFS_ROOT_ENV = "EDGEKIT_SYSFS_ROOT"
+
+
+def sysfs_root(root: str | os.PathLike[str] | None = None) -> Path:
+    """Where the sensors' files are: ``root``, else $EDGEKIT_SYSFS_ROOT, else ``/``."""
+    if root is None:
+        root = os.environ.get(SYSFS_ROOT_ENV) or "/"
+    return Path(root)
 
 
 def _fallback(profile: DeviceProfile | None, reason: str) -> EnergyMeter:
@@ -33,13 +45,15 @@ def open_meter(
     profile: DeviceProfile | None,
     request: str = "auto",
     *,
-    root: Path = Path("/"),
+    root: str | os.PathLike[str] | None = None,
     interval_s: float | None = None,
 ) -> EnergyMeter:
     """The meter for ``request`` (one of METER_NAMES) on the device ``profile`` describes.
 
-    ``interval_s`` overrides the meter's sampling period (None: the meter's own default).
+    ``root``: where /sys is (None: ``sysfs_root()``). ``interval_s`` overrides the meter's
+    sampling period (None: the meter's own default).
     """
+    root = sysfs_root(root)
     options: dict[str, Any] = {} if interval_s is None else {"interval_s": interval_s}
     if request != "auto":
         spec = get_meter(request)

@@ -43,6 +43,7 @@ class ProfileSettings:
     precision: str = "fp32"
     provider: str | None = None  # where onnxruntime / torch run: cpu | cuda | tensorrt (ORT only)
     cuda_graph: bool = False  # tensorrt: replay the engine from a captured CUDA graph
+    sysfs_root: str | None = None  # energy sensors' /sys; None: $EDGEKIT_SYSFS_ROOT or /
 
     def __post_init__(self) -> None:
         spec = get_backend(self.backend)
@@ -260,7 +261,7 @@ def profile(target: str, settings: ProfileSettings = ProfileSettings(),
     threads = settings.threads or available_cores()
     with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
         prepared = _prepare(target, settings, threads, Path(tmp))
-        meter = meter or open_meter(device, settings.energy)
+        meter = meter or open_meter(device, settings.energy, root=settings.sysfs_root)
         memory = PeakMemoryTracker()
         memory.start()
         t0 = time.perf_counter()
