@@ -354,6 +354,87 @@ def test_agx_two_monitors_need_the_profile_total_rail(tmp_path: Path) -> None:
     }
 
 
+def test_hwmon_update_interval_sets_the_sampling_interval(tmp_path: Path, orin_nano: Path) -> None:
+    """The driver's update_interval (ms) is the default period; an explicit one wins; both the
+    interval used and the sensor's are recorded in the measurement."""
+    write(orin_nano / "update_interval", 7)  # 3 channels x 1 sample x (1.1 + 1.1) ms, rounded
+    set_hwmon(orin_nano, {1: (5000, 1000)})
+    meter = Ina3221Meter(root=tmp_path, clock=ticks(0.0, 1.0))
+    assert (meter.interval_s, meter.update_interval_s) == (0.007, 0.007)
+    assert Ina3221Meter(root=tmp_path, interval_s=0.5).interval_s == 0.5
+    meter.interval_s = NEVER  # keep the thread quiet; the result records what the meter used
+    meter.begin()
+    result = meter.end()
+    assert (result.interval_s, result.update_interval_s) == (NEVER, 0.007)
+    assert result.to_dict()["update_interval_s"] == 0.007
+
+
+def test_iio_layout_has_no_update_interval(tmp_path: Path) -> None:
+    folder = tmp_path / "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    write(folder / "rail_name_0", "POM_5V_IN")
+    write(folder / "in_power0_input", 2000)
+    meter = Ina3221Meter(root=tmp_path)
+    assert (meter.interval_s, meter.update_interval_s) == (0.05, None)
+
+
+def run_vdd_in(tmp_path: Path, folder: Path, currents_ma: list[int], step_s: float):
+    """VDD_IN at 5 V with one current per reading, read every ``step_s``."""
+    times = [i * step_s for i in range(len(currents_ma))]
+    set_hwmon(folder, {1: (5000, currents_ma[0])})
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*times))
+    meter.begin()
+    for current in currents_ma[1:-1]:
+        set_hwmon(folder, {1: (5000, current)})
+        meter.sample()
+    set_hwmon(folder, {1: (5000, currents_ma[-1])})
+    return meter.end()
+
+
+def test_stale_repeated_readings_are_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    """20 readings 10 ms apart of a monitor that updates every 10 ms: one change is stale."""
+    write(orin_nano / "update_interval", 10)
+    result = run_vdd_in(tmp_path, orin_nano, [1000] * 10 + [1010] * 10, 0.01)
+    assert "values look stale" in (result.warning or "")
+    assert "only 1 of 20 sensor readings changed" in (result.warning or "")
+
+
+def test_steady_load_with_conversion_noise_is_not_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    """A constant load still changes by the monitor's noise at every update: no warning, even
+    where a few neighbouring readings happen to agree or are read faster than the updates."""
+    write(orin_nano / "update_interval", 10)
+    noisy = [1000, 1004, 996, 1000, 1000, 1008, 992, 1004, 1000, 996] * 2
+    assert run_vdd_in(tmp_path, orin_nano, noisy, 0.01).warning is None
+    # read every 2 ms, the 10 ms monitor changes every 5th reading: still not stale
+    slow = [1000 + 4 * (i // 5 % 2) for i in range(40)]
+    assert run_vdd_in(tmp_path, orin_nano, slow, 0.002).warning is None
+
+
+def test_sensor_frozen_part_of_the_window_is_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    write(orin_nano / "update_interval", 10)
+    currents = [1000 + 4 * (i % 2) for i in range(20)] + [1000] * 30  # frozen for 0.29 s
+    warning = run_vdd_in(tmp_path, orin_nano, currents, 0.01).warning or ""
+    assert "held one value for 0.29 s, more than 20 of its 10 ms updates" in warning
+
+
+def test_one_value_all_window_flagged_without_update_interval(tmp_path: Path) -> None:
+    folder = tmp_path / "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    write(folder / "rail_name_0", "POM_5V_IN")
+    power = write(folder / "in_power0_input", 2000)
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*range(12)))
+    meter.begin()
+    for _ in range(10):
+        meter.sample()
+    result = meter.end()
+    assert "all 12 sensor readings in the window hold one value (2000)" in (result.warning or "")
+    write(power, 2001)  # one change anywhere and, without an update interval, no verdict
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*range(12)))
+    meter.begin()
+    for _ in range(10):
+        meter.sample()
+    write(power, 2000)
+    assert meter.end().warning is None
+
+
 def test_missing_total_rail_lists_the_rails(tmp_path: Path, orin_nano: Path) -> None:
     with pytest.raises(SensorError, match="POM_5V_IN not found .*VDD_IN, VDD_CPU_GPU_CV, VDD_SOC"):
         Ina3221Meter("POM_5V_IN", root=tmp_path)
