@@ -10,10 +10,13 @@ import importlib.util
 import json
 import math
 import os
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -456,17 +459,28 @@ def test_no_ina3221(tmp_path: Path) -> None:
 
 
 class RecordedGpu:
-    """Replays NVML readings in call order: the counter (mJ, None before Volta) and power (mW)."""
+    """Replays NVML readings in call order: the counter (mJ, None before Volta), the instant power
+    field (mW, None where the driver lacks it) and nvmlDeviceGetPowerUsage (mW); records calls."""
 
-    def __init__(self, energy_mj: list[int] | None, power_mw: list[int]) -> None:
+    def __init__(
+        self, energy_mj: list[int] | None, power_mw: list[int], instant_mw: list[int] | None = None
+    ) -> None:
         self._energy = iter(energy_mj) if energy_mj is not None else None
         self._power = iter(power_mw)
+        self._instant = iter(instant_mw) if instant_mw is not None else None
+        self.calls: list[str] = []
         self.closed = False
 
     def total_energy_mj(self) -> int | None:
+        self.calls.append("energy")
         return next(self._energy) if self._energy is not None else None
 
+    def instant_power_mw(self) -> int | None:
+        self.calls.append("instant")
+        return next(self._instant) if self._instant is not None else None
+
     def power_mw(self) -> int:
+        self.calls.append("power")
         return next(self._power)
 
     def close(self) -> None:
@@ -485,14 +499,14 @@ def run_nvml(gpu: RecordedGpu, times: tuple[float, ...]) -> EnergyMeasurement:
 def test_nvml_counter_for_a_long_enough_window() -> None:
     gpu = RecordedGpu([100_000, 100_000, 101_000, 103_000], [50_000, 60_000, 70_000, 80_000])
     result = run_nvml(gpu, (0.0, 1.0, 2.0))
-    assert (result.energy_j, result.source) == (3.0, "measured: nvml/total-energy")
+    assert (result.energy_j, result.source) == (3.0, "measured: nvml/energy counter")
     assert (result.components, result.samples, result.note) == ({"gpu0": 3.0}, 3, None)
 
 
 def test_nvml_short_window_integrates_polled_power() -> None:
     gpu = RecordedGpu([5_000, 5_000, 5_010, 5_020], [1, 100_000, 150_000, 110_000])
     result = run_nvml(gpu, (0.0, 0.25, 0.5))
-    assert (result.energy_j, result.source) == (63.75, "measured: nvml/power-polling")
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
     assert "shorter than 1 s" in (result.note or "")
     assert result.measured
 
@@ -500,20 +514,115 @@ def test_nvml_short_window_integrates_polled_power() -> None:
 def test_nvml_counter_that_did_not_advance_falls_back_to_polling() -> None:
     gpu = RecordedGpu([7_000] * 3, [1, 100_000, 100_000])
     result = run_nvml(gpu, (0.0, 2.0))
-    assert (result.energy_j, result.source) == (200.0, "measured: nvml/power-polling")
+    assert (result.energy_j, result.source) == (200.0, "measured: nvml/average power")
     assert "did not advance" in (result.note or "")
 
 
 def test_nvml_without_counter_polls() -> None:
     gpu = RecordedGpu(None, [1, 30_000, 30_000])
     meter = NvmlMeter(device=gpu, interval_s=NEVER, clock=ticks(0.0, 4.0))
-    assert meter.source == "measured: nvml/power-polling"
+    assert meter.source == "measured: nvml/average power"
     meter.begin()
     result = meter.end()
     assert result.energy_j == 120.0
     assert "no energy counter" in (result.note or "")
     meter.close()
-    assert gpu.closed
+    assert not gpu.closed  # the caller's device: the caller closes it
+
+
+def test_nvml_short_window_integrates_the_instant_power_field() -> None:
+    """Under 1 s the instant field is polled, not nvmlDeviceGetPowerUsage's 1 s average."""
+    gpu = RecordedGpu([5_000] * 4, [], instant_mw=[1, 100_000, 150_000, 110_000])
+    result = run_nvml(gpu, (0.0, 0.25, 0.5))
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/instant power")
+    assert "power" not in gpu.calls
+    assert "shorter than 1 s" in (result.note or "") and "average" not in (result.note or "")
+
+
+def test_nvml_without_the_instant_field_polls_average_power_and_says_so() -> None:
+    gpu = RecordedGpu([5_000] * 4, [1, 100_000, 150_000, 110_000])
+    result = run_nvml(gpu, (0.0, 0.25, 0.5))
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
+    assert gpu.calls[:3] == ["energy", "instant", "power"]  # tried the field first
+    assert "1 s average" in (result.note or "")
+
+
+def test_nvml_long_window_still_uses_the_counter_with_the_instant_field() -> None:
+    gpu = RecordedGpu([100_000, 100_000, 102_000], [], instant_mw=[1, 10_000, 10_000])
+    result = run_nvml(gpu, (0.0, 2.0))
+    assert (result.energy_j, result.source) == (2.0, "measured: nvml/energy counter")
+
+
+class FakePynvml(types.ModuleType):
+    """Stands in for nvidia-ml-py where no GPU exists: its names and error codes, the calls
+    recorded. ``instant`` None: the driver answers the field with NVML_ERROR_NOT_SUPPORTED."""
+
+    NVML_SUCCESS = 0
+    NVML_ERROR_INVALID_ARGUMENT = 2
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13
+    NVML_FI_DEV_POWER_INSTANT = 186
+
+    class NVMLError(Exception):
+        def __init__(self, value: int) -> None:
+            super().__init__(value)
+            self.value = value
+
+    def __init__(self, instant_mw: int | None) -> None:
+        super().__init__("pynvml")
+        self.instant_mw = instant_mw
+        self.calls: list[str] = []
+
+    def nvmlInit(self) -> None:
+        self.calls.append("nvmlInit")
+
+    def nvmlShutdown(self) -> None:
+        self.calls.append("nvmlShutdown")
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        self.calls.append("nvmlDeviceGetHandleByIndex")
+        return f"gpu{index}"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        self.calls.append("nvmlDeviceGetTotalEnergyConsumption")
+        return 1_000
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        self.calls.append("nvmlDeviceGetPowerUsage")
+        return 40_000
+
+    def nvmlDeviceGetFieldValues(self, handle: str, field_ids: list[int]) -> list[Any]:
+        self.calls.append(f"nvmlDeviceGetFieldValues{field_ids}")
+        ok = self.instant_mw is not None
+        return [types.SimpleNamespace(
+            fieldId=field_ids[0],
+            nvmlReturn=self.NVML_SUCCESS if ok else self.NVML_ERROR_NOT_SUPPORTED,
+            value=types.SimpleNamespace(uiVal=self.instant_mw or 0),
+        )]
+
+
+@pytest.mark.parametrize(("instant_mw", "source"), [(55_000, "measured: nvml/instant power"),
+                                                    (None, "measured: nvml/average power")])
+def test_nvml_passed_in_handle_is_read_and_never_shut_down(
+    monkeypatch: pytest.MonkeyPatch, instant_mw: int | None, source: str
+) -> None:
+    nvml = FakePynvml(instant_mw)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    meter = NvmlMeter(handle="callers-gpu", interval_s=NEVER, clock=ticks(0.0, 0.5))
+    meter.begin()
+    result = meter.end()
+    meter.close()
+    assert result.source == source
+    assert "nvmlDeviceGetFieldValues[186]" in nvml.calls
+    assert (instant_mw is None) == ("nvmlDeviceGetPowerUsage" in nvml.calls)
+    assert "nvmlInit" not in nvml.calls and "nvmlShutdown" not in nvml.calls
+
+
+def test_nvml_session_the_meter_started_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakePynvml(55_000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    NvmlMeter(interval_s=NEVER).close()
+    assert (nvml.calls.count("nvmlInit"), nvml.calls.count("nvmlShutdown")) == (1, 1)
 
 
 @pytest.mark.skipif(HAS_PYNVML, reason="pynvml is installed")
