@@ -37,6 +37,7 @@ Clock = Callable[[], float]
 MIN_SAMPLES = 10  # fewer reads than this in a window and the figure gets a warning
 STALE_CHANGE_FRACTION = 0.1  # fewer changes than this share of the sensor's updates: stale
 STALE_RUN_UPDATES = 20  # one value held across more of the sensor's updates than this: stale
+SLOWEST_UPDATE_S = 0.1  # sensors update at least this often (NVML 20-100 ms, INA3221 faster)
 
 
 @dataclass(frozen=True)
@@ -175,15 +176,16 @@ def stale_warning(
       update intervals (a sensor that froze part way through the window).
 
     When the update interval is unknown (``None``) only the blunt case is flagged: at least
-    MIN_SAMPLES readings that all hold one value. A sysfs file's mtime is no help here: sysfs
-    attributes keep their creation time whatever value they return.
+    MIN_SAMPLES readings that all hold one value over at least MIN_SAMPLES x SLOWEST_UPDATE_S
+    (1 s), long enough for any sensor here to have updated ten times. A sysfs file's mtime is no
+    help: sysfs attributes keep their creation time whatever value they return.
     """
     readings = len(values)
     if readings < MIN_SAMPLES:
         return None  # too few to judge; end() warns about the count itself
     changes = sum(1 for a, b in zip(values, values[1:], strict=False) if a != b)
     if update_interval_s is None:
-        if changes == 0:
+        if changes == 0 and times_s[-1] - times_s[0] >= MIN_SAMPLES * SLOWEST_UPDATE_S:
             return (f"all {readings} sensor readings in the window hold one value "
                     f"({values[0]:g}): the sensor may not be updating")
         return None
