@@ -10,10 +10,13 @@ import importlib.util
 import json
 import math
 import os
+import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -359,6 +362,87 @@ def test_agx_two_monitors_sum_without_a_total_rail(tmp_path: Path) -> None:
     }
 
 
+def test_hwmon_update_interval_sets_the_sampling_interval(tmp_path: Path, orin_nano: Path) -> None:
+    """The driver's update_interval (ms) is the default period; an explicit one wins; both the
+    interval used and the sensor's are recorded in the measurement."""
+    write(orin_nano / "update_interval", 7)  # 3 channels x 1 sample x (1.1 + 1.1) ms, rounded
+    set_hwmon(orin_nano, {1: (5000, 1000)})
+    meter = Ina3221Meter(root=tmp_path, clock=ticks(0.0, 1.0))
+    assert (meter.interval_s, meter.update_interval_s) == (0.007, 0.007)
+    assert Ina3221Meter(root=tmp_path, interval_s=0.5).interval_s == 0.5
+    meter.interval_s = NEVER  # keep the thread quiet; the result records what the meter used
+    meter.begin()
+    result = meter.end()
+    assert (result.interval_s, result.update_interval_s) == (NEVER, 0.007)
+    assert result.to_dict()["update_interval_s"] == 0.007
+
+
+def test_iio_layout_has_no_update_interval(tmp_path: Path) -> None:
+    folder = tmp_path / "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    write(folder / "rail_name_0", "POM_5V_IN")
+    write(folder / "in_power0_input", 2000)
+    meter = Ina3221Meter(root=tmp_path)
+    assert (meter.interval_s, meter.update_interval_s) == (0.05, None)
+
+
+def run_vdd_in(tmp_path: Path, folder: Path, currents_ma: list[int], step_s: float):
+    """VDD_IN at 5 V with one current per reading, read every ``step_s``."""
+    times = [i * step_s for i in range(len(currents_ma))]
+    set_hwmon(folder, {1: (5000, currents_ma[0])})
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*times))
+    meter.begin()
+    for current in currents_ma[1:-1]:
+        set_hwmon(folder, {1: (5000, current)})
+        meter.sample()
+    set_hwmon(folder, {1: (5000, currents_ma[-1])})
+    return meter.end()
+
+
+def test_stale_repeated_readings_are_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    """20 readings 10 ms apart of a monitor that updates every 10 ms: one change is stale."""
+    write(orin_nano / "update_interval", 10)
+    result = run_vdd_in(tmp_path, orin_nano, [1000] * 10 + [1010] * 10, 0.01)
+    assert "values look stale" in (result.warning or "")
+    assert "only 1 of 20 sensor readings changed" in (result.warning or "")
+
+
+def test_steady_load_with_conversion_noise_is_not_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    """A constant load still changes by the monitor's noise at every update: no warning, even
+    where a few neighbouring readings happen to agree or are read faster than the updates."""
+    write(orin_nano / "update_interval", 10)
+    noisy = [1000, 1004, 996, 1000, 1000, 1008, 992, 1004, 1000, 996] * 2
+    assert run_vdd_in(tmp_path, orin_nano, noisy, 0.01).warning is None
+    # read every 2 ms, the 10 ms monitor changes every 5th reading: still not stale
+    slow = [1000 + 4 * (i // 5 % 2) for i in range(40)]
+    assert run_vdd_in(tmp_path, orin_nano, slow, 0.002).warning is None
+
+
+def test_sensor_frozen_part_of_the_window_is_flagged(tmp_path: Path, orin_nano: Path) -> None:
+    write(orin_nano / "update_interval", 10)
+    currents = [1000 + 4 * (i % 2) for i in range(20)] + [1000] * 30  # frozen for 0.29 s
+    warning = run_vdd_in(tmp_path, orin_nano, currents, 0.01).warning or ""
+    assert "held one value for 0.29 s, more than 20 of its 10 ms updates" in warning
+
+
+def test_one_value_all_window_flagged_without_update_interval(tmp_path: Path) -> None:
+    folder = tmp_path / "sys/bus/i2c/drivers/ina3221x/6-0040/iio:device0"
+    write(folder / "rail_name_0", "POM_5V_IN")
+    power = write(folder / "in_power0_input", 2000)
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*range(12)))
+    meter.begin()
+    for _ in range(10):
+        meter.sample()
+    result = meter.end()
+    assert "all 12 sensor readings in the window hold one value (2000)" in (result.warning or "")
+    write(power, 2001)  # one change anywhere and, without an update interval, no verdict
+    meter = Ina3221Meter(root=tmp_path, interval_s=NEVER, clock=ticks(*range(12)))
+    meter.begin()
+    for _ in range(10):
+        meter.sample()
+    write(power, 2000)
+    assert meter.end().warning is None
+
+
 def test_missing_total_rail_lists_the_rails(tmp_path: Path, orin_nano: Path) -> None:
     with pytest.raises(SensorError, match="POM_5V_IN not found .*VDD_IN, VDD_CPU_GPU_CV, VDD_SOC"):
         Ina3221Meter("POM_5V_IN", root=tmp_path)
@@ -380,17 +464,28 @@ def test_no_ina3221(tmp_path: Path) -> None:
 
 
 class RecordedGpu:
-    """Replays NVML readings in call order: the counter (mJ, None before Volta) and power (mW)."""
+    """Replays NVML readings in call order: the counter (mJ, None before Volta), the instant power
+    field (mW, None where the driver lacks it) and nvmlDeviceGetPowerUsage (mW); records calls."""
 
-    def __init__(self, energy_mj: list[int] | None, power_mw: list[int]) -> None:
+    def __init__(
+        self, energy_mj: list[int] | None, power_mw: list[int], instant_mw: list[int] | None = None
+    ) -> None:
         self._energy = iter(energy_mj) if energy_mj is not None else None
         self._power = iter(power_mw)
+        self._instant = iter(instant_mw) if instant_mw is not None else None
+        self.calls: list[str] = []
         self.closed = False
 
     def total_energy_mj(self) -> int | None:
+        self.calls.append("energy")
         return next(self._energy) if self._energy is not None else None
 
+    def instant_power_mw(self) -> int | None:
+        self.calls.append("instant")
+        return next(self._instant) if self._instant is not None else None
+
     def power_mw(self) -> int:
+        self.calls.append("power")
         return next(self._power)
 
     def close(self) -> None:
@@ -409,14 +504,14 @@ def run_nvml(gpu: RecordedGpu, times: tuple[float, ...]) -> EnergyMeasurement:
 def test_nvml_counter_for_a_long_enough_window() -> None:
     gpu = RecordedGpu([100_000, 100_000, 101_000, 103_000], [50_000, 60_000, 70_000, 80_000])
     result = run_nvml(gpu, (0.0, 1.0, 2.0))
-    assert (result.energy_j, result.source) == (3.0, "measured: nvml/total-energy")
+    assert (result.energy_j, result.source) == (3.0, "measured: nvml/energy counter")
     assert (result.components, result.samples, result.note) == ({"gpu0": 3.0}, 3, None)
 
 
 def test_nvml_short_window_integrates_polled_power() -> None:
     gpu = RecordedGpu([5_000, 5_000, 5_010, 5_020], [1, 100_000, 150_000, 110_000])
     result = run_nvml(gpu, (0.0, 0.25, 0.5))
-    assert (result.energy_j, result.source) == (63.75, "measured: nvml/power-polling")
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
     assert "shorter than 1 s" in (result.note or "")
     assert result.measured
 
@@ -424,20 +519,115 @@ def test_nvml_short_window_integrates_polled_power() -> None:
 def test_nvml_counter_that_did_not_advance_falls_back_to_polling() -> None:
     gpu = RecordedGpu([7_000] * 3, [1, 100_000, 100_000])
     result = run_nvml(gpu, (0.0, 2.0))
-    assert (result.energy_j, result.source) == (200.0, "measured: nvml/power-polling")
+    assert (result.energy_j, result.source) == (200.0, "measured: nvml/average power")
     assert "did not advance" in (result.note or "")
 
 
 def test_nvml_without_counter_polls() -> None:
     gpu = RecordedGpu(None, [1, 30_000, 30_000])
     meter = NvmlMeter(device=gpu, interval_s=NEVER, clock=ticks(0.0, 4.0))
-    assert meter.source == "measured: nvml/power-polling"
+    assert meter.source == "measured: nvml/average power"
     meter.begin()
     result = meter.end()
     assert result.energy_j == 120.0
     assert "no energy counter" in (result.note or "")
     meter.close()
-    assert gpu.closed
+    assert not gpu.closed  # the caller's device: the caller closes it
+
+
+def test_nvml_short_window_integrates_the_instant_power_field() -> None:
+    """Under 1 s the instant field is polled, not nvmlDeviceGetPowerUsage's 1 s average."""
+    gpu = RecordedGpu([5_000] * 4, [], instant_mw=[1, 100_000, 150_000, 110_000])
+    result = run_nvml(gpu, (0.0, 0.25, 0.5))
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/instant power")
+    assert "power" not in gpu.calls
+    assert "shorter than 1 s" in (result.note or "") and "average" not in (result.note or "")
+
+
+def test_nvml_without_the_instant_field_polls_average_power_and_says_so() -> None:
+    gpu = RecordedGpu([5_000] * 4, [1, 100_000, 150_000, 110_000])
+    result = run_nvml(gpu, (0.0, 0.25, 0.5))
+    assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
+    assert gpu.calls[:3] == ["energy", "instant", "power"]  # tried the field first
+    assert "1 s average" in (result.note or "")
+
+
+def test_nvml_long_window_still_uses_the_counter_with_the_instant_field() -> None:
+    gpu = RecordedGpu([100_000, 100_000, 102_000], [], instant_mw=[1, 10_000, 10_000])
+    result = run_nvml(gpu, (0.0, 2.0))
+    assert (result.energy_j, result.source) == (2.0, "measured: nvml/energy counter")
+
+
+class FakePynvml(types.ModuleType):
+    """Stands in for nvidia-ml-py where no GPU exists: its names and error codes, the calls
+    recorded. ``instant`` None: the driver answers the field with NVML_ERROR_NOT_SUPPORTED."""
+
+    NVML_SUCCESS = 0
+    NVML_ERROR_INVALID_ARGUMENT = 2
+    NVML_ERROR_NOT_SUPPORTED = 3
+    NVML_ERROR_FUNCTION_NOT_FOUND = 13
+    NVML_FI_DEV_POWER_INSTANT = 186
+
+    class NVMLError(Exception):
+        def __init__(self, value: int) -> None:
+            super().__init__(value)
+            self.value = value
+
+    def __init__(self, instant_mw: int | None) -> None:
+        super().__init__("pynvml")
+        self.instant_mw = instant_mw
+        self.calls: list[str] = []
+
+    def nvmlInit(self) -> None:
+        self.calls.append("nvmlInit")
+
+    def nvmlShutdown(self) -> None:
+        self.calls.append("nvmlShutdown")
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> str:
+        self.calls.append("nvmlDeviceGetHandleByIndex")
+        return f"gpu{index}"
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
+        self.calls.append("nvmlDeviceGetTotalEnergyConsumption")
+        return 1_000
+
+    def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
+        self.calls.append("nvmlDeviceGetPowerUsage")
+        return 40_000
+
+    def nvmlDeviceGetFieldValues(self, handle: str, field_ids: list[int]) -> list[Any]:
+        self.calls.append(f"nvmlDeviceGetFieldValues{field_ids}")
+        ok = self.instant_mw is not None
+        return [types.SimpleNamespace(
+            fieldId=field_ids[0],
+            nvmlReturn=self.NVML_SUCCESS if ok else self.NVML_ERROR_NOT_SUPPORTED,
+            value=types.SimpleNamespace(uiVal=self.instant_mw or 0),
+        )]
+
+
+@pytest.mark.parametrize(("instant_mw", "source"), [(55_000, "measured: nvml/instant power"),
+                                                    (None, "measured: nvml/average power")])
+def test_nvml_passed_in_handle_is_read_and_never_shut_down(
+    monkeypatch: pytest.MonkeyPatch, instant_mw: int | None, source: str
+) -> None:
+    nvml = FakePynvml(instant_mw)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    meter = NvmlMeter(handle="callers-gpu", interval_s=NEVER, clock=ticks(0.0, 0.5))
+    meter.begin()
+    result = meter.end()
+    meter.close()
+    assert result.source == source
+    assert "nvmlDeviceGetFieldValues[186]" in nvml.calls
+    assert (instant_mw is None) == ("nvmlDeviceGetPowerUsage" in nvml.calls)
+    assert "nvmlInit" not in nvml.calls and "nvmlShutdown" not in nvml.calls
+
+
+def test_nvml_session_the_meter_started_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:
+    nvml = FakePynvml(55_000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    NvmlMeter(interval_s=NEVER).close()
+    assert (nvml.calls.count("nvmlInit"), nvml.calls.count("nvmlShutdown")) == (1, 1)
 
 
 @pytest.mark.skipif(HAS_PYNVML, reason="pynvml is installed")

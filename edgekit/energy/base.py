@@ -12,6 +12,11 @@ only the timed interval: power is integrated over exactly that interval (the tra
 it, power interpolated linearly at its ends), and an energy counter is interpolated linearly at its
 ends between the reads around them. On a short run this is what keeps the begin/join overhead out
 of the energy per inference.
+
+Every measurement records the sampling interval it used (``interval_s``) and, where the sensor
+says how often it produces a new value, that update interval (``update_interval_s``). A sensor
+that keeps returning the same value (a stuck driver, a cached file) is flagged in ``warning``
+by ``stale_warning``; the rule is in its docstring.
 """
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from bisect import bisect_right
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -30,6 +35,9 @@ from edgekit.errors import SensorError, UsageError
 
 Clock = Callable[[], float]
 MIN_SAMPLES = 10  # fewer reads than this in a window and the figure gets a warning
+STALE_CHANGE_FRACTION = 0.1  # fewer changes than this share of the sensor's updates: stale
+STALE_RUN_UPDATES = 20  # one value held across more of the sensor's updates than this: stale
+SLOWEST_UPDATE_S = 0.1  # sensors update at least this often (NVML 20-100 ms, INA3221 faster)
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,9 @@ class EnergyMeasurement:
     window_s: float | None = None  # the whole sampler window, when energy_j covers a timed
     # interval inside it (then duration_s is that interval); None: energy_j is the whole window
     attribution: str | None = None  # how energy_j was attributed to the timed interval
+    interval_s: float | None = None  # seconds between the sampler's reads; None: no sampler
+    update_interval_s: float | None = None  # seconds between the sensor's own new values,
+    # where the sensor reports it (INA3221's update_interval); None: unknown
 
     @property
     def avg_power_w(self) -> float:
@@ -59,13 +70,15 @@ class EnergyMeasurement:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: NaN (no figure) becomes None, since JSON has no NaN. The optional fields
-        (warning, window_s, attribution, omitted) appear only when set."""
+        (warning, window_s, attribution, omitted, interval_s, update_interval_s) appear only
+        when set."""
         data = asdict(self)
         data["avg_power_w"] = self.avg_power_w
         for key in ("energy_j", "avg_power_w"):
             if math.isnan(data[key]):
                 data[key] = None
-        for key in ("warning", "window_s", "attribution", "omitted"):
+        for key in ("warning", "window_s", "attribution", "omitted", "interval_s",
+                    "update_interval_s"):
             if data[key] is None or data[key] == {}:
                 del data[key]
         return data
@@ -94,6 +107,11 @@ class PowerIntegral:
             self.energy_j += (self._mw[-1] + power_mw) / 2 * (t_s - self._times[-1]) / 1000
         self._times.append(t_s)
         self._mw.append(power_mw)
+
+    @property
+    def readings(self) -> tuple[list[float], list[float]]:
+        """The readings so far: (times in s, power in mW)."""
+        return self._times, self._mw
 
     def _power_at(self, t_s: float) -> float:
         return _interpolate(self._times, self._mw, t_s)
@@ -149,12 +167,61 @@ def _interpolate(times: list[float], values: list[float], t_s: float) -> float:
     return v0 + (v1 - v0) * (t_s - t0) / (t1 - t0) if t1 > t0 else v1
 
 
+def stale_warning(
+    times_s: Sequence[float], values: Sequence[float], update_interval_s: float | None
+) -> str | None:
+    """Why a sensor's readings look stale (repeated, not re-measured), or None when they do not.
+
+    The rule, chosen so that a genuinely constant load does not raise it: a power monitor that
+    re-measures adds conversion noise, so its readings differ from one update to the next even
+    under a steady load; a stuck driver repeats one value exactly. With ``u`` the sensor's update
+    interval, the readings over ``T`` seconds could have shown ``fresh = min(readings - 1, T / u)``
+    new values. They are flagged when ``fresh`` is at least MIN_SAMPLES (enough to judge) and
+
+    - fewer than STALE_CHANGE_FRACTION (1/10) of them differ from the reading before, or
+    - one value was held, over consecutive readings, for longer than STALE_RUN_UPDATES (20)
+      update intervals (a sensor that froze part way through the window).
+
+    When the update interval is unknown (``None``) only the blunt case is flagged: at least
+    MIN_SAMPLES readings that all hold one value over at least MIN_SAMPLES x SLOWEST_UPDATE_S
+    (1 s), long enough for any sensor here to have updated ten times. A sysfs file's mtime is no
+    help: sysfs attributes keep their creation time whatever value they return.
+    """
+    readings = len(values)
+    if readings < MIN_SAMPLES:
+        return None  # too few to judge; end() warns about the count itself
+    changes = sum(1 for a, b in zip(values, values[1:], strict=False) if a != b)
+    if update_interval_s is None:
+        if changes == 0 and times_s[-1] - times_s[0] >= MIN_SAMPLES * SLOWEST_UPDATE_S:
+            return (f"all {readings} sensor readings in the window hold one value "
+                    f"({values[0]:g}): the sensor may not be updating")
+        return None
+    span_s = times_s[-1] - times_s[0]
+    fresh = min(readings - 1, span_s / update_interval_s)
+    if fresh < MIN_SAMPLES:
+        return None
+    if changes < STALE_CHANGE_FRACTION * fresh:
+        return (f"only {changes} of {readings} sensor readings changed over {span_s:.3g} s, where "
+                f"the sensor updates every {update_interval_s * 1000:g} ms: its values look "
+                "stale (repeated, not re-measured)")
+    longest, start = 0.0, 0
+    for i in range(1, readings + 1):
+        if i == readings or values[i] != values[start]:
+            longest = max(longest, times_s[i - 1] - times_s[start])
+            start = i
+    if longest > STALE_RUN_UPDATES * update_interval_s:
+        return (f"the sensor held one value for {longest:.3g} s, more than {STALE_RUN_UPDATES} "
+                f"of its {update_interval_s * 1000:g} ms updates: its values look stale")
+    return None
+
+
 class EnergyMeter(ABC):
     """One sensor, one window at a time. ``source`` names the method the meter intends to use;
     the returned measurement's ``source`` is the one that was actually used."""
 
     source: str
     samples_in_background = True  # False for meters that read no sensor (estimates)
+    update_interval_s: float | None = None  # the sensor's own update interval, where known
 
     def __init__(self, *, interval_s: float, clock: Clock = time.perf_counter) -> None:
         if not interval_s > 0:
@@ -264,8 +331,11 @@ class EnergyMeter(ABC):
                 result = self._result(stop - start, self._samples)
                 result = replace(result, window_s=t1 - self._t0,
                                  attribution=self._attribution(result))
+        if self.samples_in_background:
+            result = replace(result, interval_s=self.interval_s,
+                             update_interval_s=self.update_interval_s)
         if result.measured and result.samples < MIN_SAMPLES:
-            result = replace(result, warning=(
+            result = _add_warning(result, (
                 f"only {result.samples} sensor readings in the energy window (fewer than "
                 f"{MIN_SAMPLES}): power that changes between them is missed; lengthen the timed "
                 "phase (--duration, --iterations) or sample more often"))
@@ -303,6 +373,11 @@ class EnergyMeter(ABC):
             self._thread.join()
             self._thread = None
         self._open = False
+
+
+def _add_warning(result: EnergyMeasurement, warning: str) -> EnergyMeasurement:
+    joined = warning if result.warning is None else f"{result.warning}; {warning}"
+    return replace(result, warning=joined)
 
 
 def read_sysfs(path: Path, permission_hint: str | None = None) -> str:

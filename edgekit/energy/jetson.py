@@ -9,6 +9,12 @@
 - Jetson AGX Thor (JetPack 7): an INA238 on the module input, ``VIN``, in the same hwmon layout
   under ``/sys/bus/i2c/drivers/ina238/``, beside INA3221 sub-rails.
 
+The sampler reads at the monitor's own conversion period where the hwmon driver gives it: the
+chip attribute ``update_interval`` (milliseconds, the mainline ina3221 driver that JetPack 5/6
+use: channels x samples averaged x (bus + shunt conversion time)); the iio driver of JetPack 4
+has none, so the default 50 ms applies there. An explicit ``interval_s`` wins. Readings that do
+not change as often as the monitor updates are flagged (``base.stale_warning``).
+
 The total, as jtop (rbonghi/jetson_stats, ``jtop/core/power.py``, ``total_power``) takes it:
 - a layout with an input rail (VDD_IN on Orin NX/Nano and JetPack 5/6 boards, POM_5V_IN on
   JetPack 4, VIN on Thor) uses that rail alone, never the input plus the rails it feeds; the
@@ -34,6 +40,7 @@ from edgekit.energy.base import (
     PowerIntegral,
     read_sysfs,
     read_sysfs_int,
+    stale_warning,
 )
 from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
@@ -49,6 +56,9 @@ HWMON_LABELS = (  # under I2C_DRIVERS
 IIO_LABELS = "ina3221*/*/iio:device*/rail_name_*"
 TOTAL_RAILS = ("VDD_IN", "POM_5V_IN", "VIN")  # auto-picked in this order, no profile naming one
 _NOT_RAILS = ("NC", "sum of shunt voltages")
+HWMON_UPDATE_INTERVALS = "ina3221*/*/hwmon/hwmon*/update_interval"  # ms, under I2C_DRIVERS
+DEFAULT_INTERVAL_S = 0.05  # where the driver gives no update interval (iio layout)
+MIN_INTERVAL_S = 0.001  # a 0 ms update_interval (conversion under 0.5 ms) samples at 1 ms
 
 
 class Rail(Protocol):
@@ -118,6 +128,14 @@ def find_rails(root: Path = Path("/")) -> list[Rail]:
     return rails
 
 
+def update_interval_s(root: Path = Path("/")) -> float | None:
+    """The monitors' conversion period in seconds from hwmon's ``update_interval`` (ms), the
+    shortest where there are several monitors; None where no driver gives one (iio layout)."""
+    intervals = [read_sysfs_int(f) / 1000
+                 for f in sorted((root / I2C_DRIVERS).glob(HWMON_UPDATE_INTERVALS))]
+    return max(min(intervals), MIN_INTERVAL_S) if intervals else None
+
+
 def available(root: Path = Path("/")) -> bool:
     """Whether any INA3221 channel is listed (says nothing about whether it can be read)."""
     base = root / I2C_DRIVERS
@@ -151,9 +169,14 @@ class Ina3221Meter(EnergyMeter):
         total_rail: str | None = None,
         *,
         root: Path = Path("/"),
-        interval_s: float = 0.05,
+        interval_s: float | None = None,
         clock: Clock = time.perf_counter,
     ) -> None:
+        """``interval_s``: seconds between reads; None: the monitor's ``update_interval``,
+        else DEFAULT_INTERVAL_S."""
+        self.update_interval_s = update_interval_s(root)
+        if interval_s is None:
+            interval_s = self.update_interval_s or DEFAULT_INTERVAL_S
         super().__init__(interval_s=interval_s, clock=clock)
         rails = find_rails(root)
         if not rails:
@@ -212,6 +235,9 @@ class Ina3221Meter(EnergyMeter):
             components_summed=self.total is None,
             omitted=dict(self.omitted),
             note=note,
+            # the total rail's readings, or, for a sum, the first rail's (they share a monitor)
+            warning=stale_warning(*self._integrals[(self.total or self.rails[0]).name].readings,
+                                  self.update_interval_s),
         )
 
 

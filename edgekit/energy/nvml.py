@@ -2,10 +2,20 @@
 
 ``nvmlDeviceGetTotalEnergyConsumption`` (mJ since the driver loaded, Volta and newer) is the
 better figure, but it only advances every 20-100 ms, so over a short window its two reads can be
-off by up to one update period each. The meter therefore polls ``nvmlDeviceGetPowerUsage`` (mW)
-on its thread in every window and decides at ``end()``: the counter when the window lasted at
-least ``min_counter_window_s`` (1 s: the error is then at most ~10 %) and the counter advanced;
+off by up to one update period each. The meter therefore polls power (mW) on its thread in every
+window and decides at ``end()``: the counter when the window lasted at least
+``min_counter_window_s`` (1 s: the error is then at most ~10 %) and the counter advanced;
 otherwise the trapezoidal integral of the polled power, with the reason in the note.
+
+The polled power is the instantaneous field ``NVML_FI_DEV_POWER_INSTANT``
+(``nvmlDeviceGetFieldValues``), as zeus 0.9+ reads it: on Ampere and newer
+``nvmlDeviceGetPowerUsage`` is an average over the last second, which smears a short window over
+the idle time before it. Where the driver does not support the field, ``nvmlDeviceGetPowerUsage``
+is polled instead. The source says which was used: ``measured: nvml/energy counter``,
+``measured: nvml/instant power`` or ``measured: nvml/average power``.
+
+The meter shuts down only an NVML session it started: a handle (or device) the caller passes in
+stays open when the meter is closed.
 
 NVML calls go through a small device adapter (``PynvmlDevice``), so the decision logic runs in
 tests against recorded readings without a GPU. The caller synchronises the GPU before
@@ -27,18 +37,22 @@ from edgekit.energy.base import (
 from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import MissingDependencyError, SensorError
 
-COUNTER_SOURCE = "measured: nvml/total-energy"
-POLLING_SOURCE = "measured: nvml/power-polling"
+COUNTER_SOURCE = "measured: nvml/energy counter"
+INSTANT_SOURCE = "measured: nvml/instant power"
+AVERAGE_SOURCE = "measured: nvml/average power"
 
 
 class NvmlDevice(Protocol):
-    """The three NVML calls the meter needs, for one GPU."""
+    """The NVML calls the meter needs, for one GPU."""
 
     def total_energy_mj(self) -> int | None:
         """Energy counter in mJ, or None where this GPU has none (before Volta)."""
 
+    def instant_power_mw(self) -> int | None:
+        """Instantaneous board power in mW, or None where the driver lacks the field."""
+
     def power_mw(self) -> int:
-        """Current board power draw in mW."""
+        """Board power in mW from nvmlDeviceGetPowerUsage (a 1 s average on Ampere and newer)."""
 
     def close(self) -> None: ...
 
@@ -53,10 +67,17 @@ def _import_pynvml() -> Any:
 
 
 class PynvmlDevice:
-    """``NvmlDevice`` backed by pynvml (package nvidia-ml-py); every NVML error is a SensorError."""
+    """``NvmlDevice`` backed by pynvml (package nvidia-ml-py); every NVML error is a SensorError.
 
-    def __init__(self, index: int = 0) -> None:
+    ``handle``: a device handle from the caller's own NVML session; then this object neither
+    starts NVML nor shuts it down."""
+
+    def __init__(self, index: int = 0, *, handle: Any = None) -> None:
         self._nvml = _import_pynvml()
+        self._owns_session = handle is None
+        self._handle: Any = handle
+        if handle is not None:
+            return
         try:
             self._nvml.nvmlInit()
         except self._nvml.NVMLError as exc:
@@ -65,7 +86,7 @@ class PynvmlDevice:
                 hint="NVML needs an NVIDIA GPU and its driver",
             ) from exc
         try:
-            self._handle: Any = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(index)
         except self._nvml.NVMLError as exc:
             self._nvml.nvmlShutdown()
             raise SensorError(f"NVML has no GPU with index {index}: {exc}") from exc
@@ -79,6 +100,25 @@ class PynvmlDevice:
                 return None
             raise SensorError(f"NVML energy counter read failed: {exc}") from exc
 
+    def instant_power_mw(self) -> int | None:
+        nvml = self._nvml
+        field = getattr(nvml, "NVML_FI_DEV_POWER_INSTANT", None)  # nvidia-ml-py 12.535+
+        unsupported = (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND,
+                       nvml.NVML_ERROR_INVALID_ARGUMENT)  # an older driver: unknown field id
+        if field is None:
+            return None
+        try:
+            value = nvml.nvmlDeviceGetFieldValues(self._handle, [field])[0]
+        except nvml.NVMLError as exc:
+            if exc.value in unsupported:
+                return None
+            raise SensorError(f"NVML instant power read failed: {exc}") from exc
+        if value.nvmlReturn in unsupported:
+            return None
+        if value.nvmlReturn != nvml.NVML_SUCCESS:
+            raise SensorError(f"NVML instant power read failed: {nvml.NVMLError(value.nvmlReturn)}")
+        return int(value.value.uiVal)
+
     def power_mw(self) -> int:
         try:
             return int(self._nvml.nvmlDeviceGetPowerUsage(self._handle))
@@ -86,9 +126,10 @@ class PynvmlDevice:
             raise SensorError(f"NVML power read failed: {exc}") from exc
 
     def close(self) -> None:
-        if self._handle is not None:  # nvmlShutdown is reference-counted: once per nvmlInit
-            self._handle = None
+        """Shut NVML down if this object started it (reference-counted: once per nvmlInit)."""
+        if self._handle is not None and self._owns_session:
             self._nvml.nvmlShutdown()
+        self._handle = None
 
 
 def available() -> bool:
@@ -106,13 +147,18 @@ def available() -> bool:
 
 
 class NvmlMeter(EnergyMeter):
-    """One GPU's energy: the NVML counter for windows it can resolve, polled power otherwise."""
+    """One GPU's energy: the NVML counter for windows it can resolve, polled power otherwise.
+
+    ``handle``: an NVML device handle from the caller's session, or ``device``: a ready
+    ``NvmlDevice``; the meter closes neither. Without them it opens GPU ``device_index`` itself
+    and shuts NVML down on ``close()``."""
 
     def __init__(
         self,
         device_index: int = 0,
         *,
         device: NvmlDevice | None = None,
+        handle: Any = None,
         interval_s: float = 0.05,
         clock: Clock = time.perf_counter,
         min_counter_window_s: float = 1.0,
@@ -120,14 +166,21 @@ class NvmlMeter(EnergyMeter):
         super().__init__(interval_s=interval_s, clock=clock)
         self.device_index = device_index
         self.min_counter_window_s = min_counter_window_s
-        self._device = device if device is not None else PynvmlDevice(device_index)
+        self._owns_device = device is None
+        if device is None:
+            device = PynvmlDevice(device_index, handle=handle)
+        self._device = device
         try:  # trial read: fails here, not mid-profile
             self.has_counter = self._device.total_energy_mj() is not None
-            self._device.power_mw()
+            self.has_instant = self._device.instant_power_mw() is not None
+            if not self.has_instant:
+                self._device.power_mw()
         except SensorError:
-            self._device.close()
+            self._close()
             raise
-        self.source = COUNTER_SOURCE if self.has_counter else POLLING_SOURCE
+        self.polling_source = INSTANT_SOURCE if self.has_instant else AVERAGE_SOURCE
+        self.source = COUNTER_SOURCE if self.has_counter else self.polling_source
+        self._averaged = not self.has_instant
         self._integral = PowerIntegral()
         self._counter = CounterTrace()
         self._first_mj = self._last_mj = 0
@@ -135,6 +188,7 @@ class NvmlMeter(EnergyMeter):
     def _begin(self, now: float) -> None:
         self._integral = PowerIntegral()
         self._counter = CounterTrace()
+        self._averaged = not self.has_instant
         self._read(now)
         self._first_mj = self._last_mj
 
@@ -144,7 +198,11 @@ class NvmlMeter(EnergyMeter):
             # a counter that stops answering mid-window reads as "did not advance" -> polling
             self._last_mj = self._first_mj if energy_mj is None else energy_mj
             self._counter.add(now, self._last_mj)
-        self._integral.add(now, self._device.power_mw())
+        power_mw = self._device.instant_power_mw() if self.has_instant else None
+        if power_mw is None:  # no instant field, or it stopped answering: the averaged power
+            self._averaged = True
+            power_mw = self._device.power_mw()
+        self._integral.add(now, power_mw)
 
     def _fallback_reason(self, duration_s: float) -> str | None:
         """Why the counter cannot be used for this window, or None when it can."""
@@ -166,7 +224,11 @@ class NvmlMeter(EnergyMeter):
         elif reason is None:
             energy_j, source = self._counter.between(*self._span) / 1000, COUNTER_SOURCE
         else:
-            energy_j, source = self._charge(self._integral), POLLING_SOURCE
+            energy_j = self._charge(self._integral)
+            source = AVERAGE_SOURCE if self._averaged else INSTANT_SOURCE
+            if self._averaged:
+                reason = (f"{reason}; nvmlDeviceGetPowerUsage was polled, as the driver gives no "
+                           "instantaneous power field: on Ampere and newer it is a 1 s average")
         return EnergyMeasurement(
             energy_j=energy_j,
             duration_s=duration_s,
@@ -184,7 +246,8 @@ class NvmlMeter(EnergyMeter):
         return super()._attribution(result)
 
     def _close(self) -> None:
-        self._device.close()
+        if self._owns_device:  # never what the caller passed in
+            self._device.close()
 
 
 register_meter(MeterSpec(name="nvml", priority=20, sensor=True, probe=lambda root: available(),
