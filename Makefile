@@ -15,6 +15,11 @@ TORCH_PIP_ARGS ?= torch==2.13.0
 # install it without dependencies, then what it really needs (the spiking-deps extra of
 # pyproject.toml). Keep this in step with the spiking extra there.
 SPIKINGJELLY ?= spikingjelly>=2.0,<3
+# Norse, a second independent NIR reader for tests/test_nir_interop.py (snnTorch, the first, is in
+# the dev extra). Its metadata requires torchvision, which `import norse.torch` never imports and
+# which would add a CUDA-built wheel next to the CPU torch: installed without dependencies too;
+# what it imports (torch, numpy, nir, nirtorch) comes with torch and the spiking-deps extra.
+NORSE ?= norse>=1.1,<2
 # cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra).
 EXTRAS ?= dev,cpu,spiking-deps
 STAMP := $(VENV)/.edgekit-installed
@@ -28,7 +33,7 @@ $(PY):
 
 $(STAMP): pyproject.toml setup.py | $(PY)
 	@$(PY) -c "import torch" 2>/dev/null || $(PIP) install $(TORCH_PIP_ARGS)
-	$(PIP) install --no-deps "$(SPIKINGJELLY)"
+	$(PIP) install --no-deps "$(SPIKINGJELLY)" "$(NORSE)"
 	$(PIP) install -e ".[$(EXTRAS)]"
 	@touch $(STAMP)
 

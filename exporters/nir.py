@@ -195,6 +195,43 @@ def _refusal(name: str, blockers: list[Blocker]) -> UsageError:
                       hint=hint)
 
 
+FIRING_RULE = "v >= v_threshold"  # SpikingJelly's Heaviside: a membrane on the threshold fires
+RESET = "hard reset to v_reset, in the step the neuron fires"
+
+
+def conform(graph: Any, dt: float) -> Any:
+    """Make SpikingJelly's NIR graph spec-conformant and self-describing, in place.
+
+    * ``AvgPool2d``/``SumPool2d``: NIR declares ``kernel_size``, ``stride`` and ``padding`` as
+      (height, width) arrays; SpikingJelly writes the module's ints as scalars, which readers
+      that do ``tuple(node.kernel_size)`` (snnTorch, Norse) cannot take.
+    * ``Flatten``: NIR types exclude the batch dimension, so SpikingJelly writes ``start_dim=0``
+      for a flatten of (C, H, W); snnTorch, Norse and nirtorch pass the dims verbatim to
+      ``torch.nn.Flatten`` on a batched tensor and would flatten the batch too. Negative dims
+      (counted from the end) mean the same thing with or without a batch dimension, so the
+      node is rewritten with them; ``nir`` computes the same output type.
+    * ``metadata``: dt (NIR's neurons are continuous-time; the time constants were divided by
+      this dt, and snnTorch's importer assumes 1e-4 s without reading it), the firing rule
+      (SpikingJelly fires at v >= threshold, snnTorch and Norse at v > threshold: outputs can
+      differ only where a membrane sits exactly on the threshold) and the reset.
+    """
+    import numpy as np
+
+    nir = require("nir", SPIKING, "NIR export")
+    for node in graph.nodes.values():
+        if isinstance(node, (nir.AvgPool2d, nir.SumPool2d)):
+            for field in ("kernel_size", "stride", "padding"):
+                value = np.asarray(getattr(node, field), dtype=np.int64).reshape(-1)
+                setattr(node, field, np.broadcast_to(value, (2,)).copy())
+        elif isinstance(node, nir.Flatten) and node.input_type["input"] is not None:
+            rank = len(node.input_type["input"])
+            node.start_dim = int(node.start_dim - rank if node.start_dim >= 0 else node.start_dim)
+            node.end_dim = int(node.end_dim - rank if node.end_dim >= 0 else node.end_dim)
+    graph.metadata = {**(getattr(graph, "metadata", None) or {}), "dt": float(dt),
+                      "firing_rule": FIRING_RULE, "reset": RESET, "writer": "edgekit"}
+    return graph
+
+
 def _import_and_run(path: Path, x_seq: torch.Tensor, dt: float) -> torch.Tensor:
     """``nir.read`` the file, import it with SpikingJelly, run it multi-step from rest."""
     nir = require("nir", SPIKING, "NIR export")
@@ -247,7 +284,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
         with torch.no_grad():
-            graph = export_to_nir(_Body(model), _example(source, 1), dt=dt)
+            graph = conform(export_to_nir(_Body(model), _example(source, 1), dt=dt), dt)
         functional.reset_net(model)
         nir.write(str(model_path), graph)
         report = validate_nir(model_path, source, dt, atol, rtol)
@@ -267,6 +304,8 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
                          "dtype": "float32"}],
             "timesteps": T,
             "dt_s": dt,
+            "firing_rule": FIRING_RULE,
+            "reset": RESET,
             "encoding": "direct: the (batch, C, H, W) input is the input current at each of the "
                         "T steps",
             "decoding": "rate: logits = mean over the T steps of the output node",

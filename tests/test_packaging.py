@@ -131,6 +131,15 @@ def test_makefile_installs_the_spikingjelly_that_the_spiking_extra_declares():
         r.specifier for r in declared if r.name == "spikingjelly"]
 
 
+def test_makefile_installs_the_norse_that_the_nir_readers_extra_declares():
+    """`make install` installs Norse with --no-deps from its own spec; both must agree."""
+    spec = re.search(r"^NORSE \?= (.+)$", (ROOT / "Makefile").read_text(), re.M)
+    declared = [Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]
+                ["nir-readers"]]
+    assert spec and Requirement(spec.group(1)).specifier in [
+        r.specifier for r in declared if r.name == "norse"]
+
+
 # Runs the CLI in a fresh interpreter where importing the named top-level modules fails, as it
 # does where they are not installed.
 _WITHOUT = """
