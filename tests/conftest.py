@@ -58,3 +58,16 @@ def trained_mlp(trained_home, edgekit_home) -> Path:
     ``compare("mlp:small")`` finds it instead of training."""
     shutil.copytree(trained_home, edgekit_home, dirs_exist_ok=True)
     return next(edgekit_home.rglob("*.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def one_compute_thread():
+    """One intra-op thread for a module (``pytestmark = usefixtures("one_compute_thread")``): the
+    ZipMoE decode workers and routing traces use the other cores, and OpenMP barriers stall badly
+    on a shared, oversubscribed machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

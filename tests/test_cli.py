@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import pytest
+from oneline import one_line_error
 
 EXE = [sys.executable, "-m", "edgekit"]
 
@@ -22,12 +23,7 @@ def run(*args, cwd=None, env_home=None):
 
 
 def assert_one_line_error(proc, code, *fragments):
-    assert proc.returncode == code, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("edgekit: error:"), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0]
+    one_line_error(proc.returncode, proc.stderr, code, *fragments)
 
 
 def test_unknown_model_lists_valid_names(tmp_path):

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from oneline import one_line_error
 from safetensors.torch import save
 
 from edgekit import create_model
@@ -26,12 +27,8 @@ def run(*args, cwd=None):
                           timeout=300)
 
 
-def one_line_error(proc, *fragments):
-    assert proc.returncode == 2, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("edgekit: error:"), proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+def refused(proc, *fragments):
+    one_line_error(proc.returncode, proc.stderr, 2, *fragments)
 
 
 def dead_pid() -> int:
@@ -47,7 +44,7 @@ def test_export_refuses_a_folder_edgekit_did_not_write(tmp_path):
     out.mkdir()
     (out / "thesis.tex").write_text("years of work")
     proc = run("export", "mlp:small", "--to", "onnx", "-o", str(out))
-    one_line_error(proc, str(out), "--force")
+    refused(proc, str(out), "--force")
     assert (out / "thesis.tex").read_text() == "years of work"
     # an artifact edgekit wrote is replaced without --force; --force replaces anything
     art = tmp_path / "art"
@@ -64,7 +61,7 @@ def test_export_output_never_holds_its_input(tmp_path):
     (folder / "manifest.json").write_text(json.dumps({"schema_version": 1, "format": "onnx",
                                                       "files": {}}))
     proc = run("export", str(ckpt), "-o", str(folder), "--force")
-    one_line_error(proc, "overlaps the input")
+    refused(proc, "overlaps the input")
     assert ckpt.is_file()
 
 
@@ -73,17 +70,17 @@ def test_moe_compress_refuses_to_write_over_its_input(tmp_path):
     assert run("moe", "make-tiny", str(ckpt)).returncode == 0
     before = sorted(p.name for p in ckpt.iterdir())
     proc = run("moe", "compress", str(ckpt), "-o", str(ckpt), "--no-trace")
-    one_line_error(proc, str(ckpt), "overlaps the input")
+    refused(proc, str(ckpt), "overlaps the input")
     assert sorted(p.name for p in ckpt.iterdir()) == before
     link = tmp_path / "link"
     link.symlink_to(ckpt)  # the same folder under another name
-    one_line_error(run("moe", "compress", str(ckpt), "-o", str(link), "--no-trace"), "overlaps")
+    refused(run("moe", "compress", str(ckpt), "-o", str(link), "--no-trace"), "overlaps")
     # a store edgekit wrote is replaced; a user's folder is not, unless --force
     store = tmp_path / "store"
     for _ in range(2):
         proc = run("moe", "compress", str(ckpt), "-o", str(store), "--no-trace")
         assert proc.returncode == 0, proc.stderr
-    one_line_error(run("moe", "compress", str(ckpt), "-o", str(tmp_path), "--no-trace"),
+    refused(run("moe", "compress", str(ckpt), "-o", str(tmp_path), "--no-trace"),
                    "overlaps")
 
 
@@ -91,7 +88,7 @@ def test_make_tiny_replaces_its_own_folder_only(tmp_path):
     mine = tmp_path / "photos"
     mine.mkdir()
     (mine / "cat.jpg").write_bytes(b"\xff\xd8")
-    one_line_error(run("moe", "make-tiny", str(mine)), str(mine), "--force")
+    refused(run("moe", "make-tiny", str(mine)), str(mine), "--force")
     assert (mine / "cat.jpg").is_file()
     tiny = tmp_path / "tiny"
     assert run("moe", "make-tiny", str(tiny)).returncode == 0

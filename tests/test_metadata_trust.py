@@ -10,20 +10,15 @@ import json
 import shutil
 
 import pytest
-import torch
 from click.testing import CliRunner
+from oneline import one_line_error
 
 from edgekit.cli import cli
 
 DENSE = "model.layers.0.self_attn.q_proj.weight"
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_compute_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
 
 def _run(*args: str):
@@ -33,11 +28,7 @@ def _run(*args: str):
 def _one_line_error(result, exit_code: int = 2) -> str:
     assert result.exception is None or isinstance(result.exception, SystemExit), \
         repr(result.exception)
-    assert result.exit_code == exit_code, result.output
-    assert "Traceback" not in result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1, result.output
-    return lines[0]
+    return one_line_error(result.exit_code, result.output, exit_code)
 
 
 def test_schema_names_the_file_and_the_nested_field():

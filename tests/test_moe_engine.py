@@ -24,15 +24,7 @@ from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
 from edgekit.methods.zipmoe.store import Store, StoreError
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_compute_thread():
-    """One intra-op thread: the decode workers use the other cores, and OpenMP barriers stall
-    badly on a shared, oversubscribed CI machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
 
 @pytest.fixture(scope="module")

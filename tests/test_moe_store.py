@@ -17,14 +17,7 @@ from edgekit.methods.zipmoe.hf_checkpoint import INDEX_FILE, Checkpoint
 from edgekit.methods.zipmoe.store import ALIGN, Store, StoreError
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint, tiny_config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_compute_thread():
-    """The routing trace runs the model: one intra-op thread keeps it fast on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 from click.testing import CliRunner
+from oneline import one_line_error
 
 from edgekit.checkpoint import save_checkpoint
 from edgekit.cli import cli
@@ -154,11 +155,7 @@ def _cli(*args):
 
 
 def _one_line_error(result, *fragments):
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("edgekit: error: "), result.output
-    for fragment in fragments:
-        assert fragment in lines[0], lines[0]
+    one_line_error(result.exit_code, result.output, 2, *fragments)
 
 
 def test_non_spiking_model_is_refused():
