@@ -93,6 +93,11 @@ def make_reference(source: ModelSource, batch: int) -> Reference:
 FIRING_CALIBRATION_SAMPLES = 64
 
 
+def _silent(model: torch.nn.Module, *inputs: torch.Tensor) -> bool:
+    """Whether the net's output is constant on any of ``inputs`` (one run each, from rest)."""
+    return any(is_constant(model(x).numpy()) for x in inputs)
+
+
 def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
     """Make an untrained spiking net fire before it is exported and validated.
 
@@ -123,14 +128,16 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
         if norms:
             calibrate_batchnorm(source.model, [x])
             done = {"batchnorm": f"statistics calibrated on {where}, so that the net fires"}
-        elif not is_constant(source.model(x).numpy()):  # it answers its inputs already
-            functional.reset_net(source.model)
+        elif not _silent(source.model, x, *source.entry.example_inputs(batch=1),
+                         *source.entry.example_inputs(batch=4)):
+            functional.reset_net(source.model)  # it answers the data and the reference inputs
             return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
         else:
             scaled = scale_to_fire(source.model, x)
             done = {"batchnorm": "none to calibrate",
                     "weights_scaled": f"{scaled} layers feeding a spiking neuron scaled on "
-                                      f"{where} (unit input spread), so that the net fires"}
+                                      f"{where} (input spread 2, twice the threshold), so that "
+                                      f"the net fires"}
     functional.reset_net(source.model)
     return {"weights": "untrained (random initialisation)", **done}
 

@@ -131,13 +131,13 @@ def calibrate_batchnorm(model: nn.Module, batches: list[torch.Tensor]) -> nn.Mod
 
 
 @torch.no_grad()
-def scale_to_fire(model: nn.Module, x: torch.Tensor, spread: float = 1.0) -> int:
+def scale_to_fire(model: nn.Module, x: torch.Tensor, spread: float = 2.0) -> int:
     """Scale, layer by layer in forward order, the weights (and biases) of every convolution and
     linear layer whose output feeds a spiking neuron so that this output's standard deviation over
     ``x`` is ``spread`` (data-driven initialisation in the manner of LSUV, Mishkin & Matas 2016).
 
     A net without BatchNorm has no statistics to calibrate; with random weights its neurons may
-    never reach threshold (v_th = 1), which leaves every output constant. Unit spread around the
+    never reach threshold (v_th = 1), which leaves every output constant. A spread of twice the
     threshold makes them fire. Returns how many layers were scaled."""
     order: list[nn.Module] = []
     hooks = [m.register_forward_hook(lambda mod, a, out: order.append(mod))
