@@ -9,6 +9,7 @@ values mean is checked by the code that reads them.
 """
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,12 @@ from typing import Any
 from edgekit.errors import UsageError
 
 
-class Schema:
+class Schema(ABC):
     """Base: ``problem(value, path)`` returns ``(path, what it must be, the value)`` or None."""
 
+    @abstractmethod
     def problem(self, value: Any, path: str) -> tuple[str, str, Any] | None:
-        raise NotImplementedError
+        """The first place ``value`` breaks this schema, or None."""
 
 
 @dataclass(frozen=True)
