@@ -31,6 +31,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ class Context:
     work: Path  # per-step folders
     device: str  # "cuda", or "cpu" with --cpu-stand-in
     dry: bool
+    max_box_s: float  # caps every step's time box
     wheels: Path
     site: Path
 
@@ -248,7 +250,7 @@ def _summarise_claims(key: str) -> Callable[[dict[str, Any]], list[dict[str, Any
 
 
 def _summarise_zipmoe(results: dict[str, Any]) -> list[dict[str, Any]]:
-    doc = results.get("zipmoe.json")
+    doc = next(iter(results.values()), None)
     if doc is None:
         return []
     s = doc["serving"]
@@ -326,9 +328,9 @@ def run_step(step: Step, ctx: Context, found: dict[str, dict], deadline: float,
     if missing:
         outcome.reason = "; ".join(found[n]["reason"] for n in missing)
         return outcome
-    box = step.dry_timeout_s if ctx.dry else step.timeout_s
+    box = min(step.dry_timeout_s if ctx.dry else step.timeout_s, ctx.max_box_s)
     left = deadline - time.monotonic()
-    if left < min(box, 10.0):
+    if left < min(box, 10.0) and left < box:
         outcome.reason = f"out of time: {left:.0f} s left before the run's deadline"
         return outcome
     box = min(box, left)
@@ -428,8 +430,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", default=sys.executable)
     parser.add_argument("--wheels", type=Path, default=ROOT / ".whl")
     parser.add_argument("--site", type=Path, default=Path("/tmp/edgekit-site"))
-    parser.add_argument("--work", type=Path, default=None, help="default: OUT/../device-work")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="the steps' own files (default: a new folder under /tmp)")
     parser.add_argument("--deadline-s", type=float, default=450.0)
+    parser.add_argument("--max-box-s", type=float, default=600.0,
+                        help="cap every step's time box (seconds)")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--cpu-stand-in", action="store_true")
     parser.add_argument("--only", nargs="+", choices=[s.name for s in STEPS])
@@ -441,13 +446,14 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--break takes STEP or STEP:hang with STEP one of {', '.join(sorted(names))}")
     deadline = time.monotonic() + args.deadline_s
     args.out.mkdir(parents=True, exist_ok=True)
-    work = args.work or args.out.resolve().parent / f"{args.out.name}-work"
+    work = args.work or Path(tempfile.mkdtemp(prefix="edgekit-device-check-"))
     work.mkdir(parents=True, exist_ok=True)
     found = probe(args.python, args.wheels, args.cpu_stand_in, 60.0)
     ctx = Context(python=args.python, out=args.out, work=work,
                   device="cpu" if args.cpu_stand_in and "--cpu-stand-in" in
                   found["gpu"].get("detail", "") else "cuda",
-                  dry=args.dry_run, wheels=args.wheels, site=args.site)
+                  dry=args.dry_run, max_box_s=args.max_box_s, wheels=args.wheels,
+                  site=args.site)
     mode = ", ".join(m for m, on in (("dry run", args.dry_run), ("CPU stands in for the GPU",
                                      ctx.device == "cpu")) if on) or "full run"
     outcomes: list[Outcome] = []
