@@ -123,14 +123,15 @@ def probe(python: str, wheels: Path, cpu_stand_in: bool, timeout_s: float) -> di
                                 {"reason": "Triton kernels need a CUDA GPU"})})
     found["tensorrt"] = (
         {"ok": True, "detail": f"tensorrt {_version('tensorrt')}"} if _has_module("tensorrt")
-        else {"ok": False, "reason": "TensorRT is not installed, and its wheels (over 1 GiB "
-                                     "with their CUDA libraries) cannot be carried in 64 MiB; "
-                                     "see benchmarks/README.md"})
+        else {"ok": False, "reason": "TensorRT is not installed, and it cannot be carried in "
+                                     "64 MiB (its libraries come from NVIDIA's index; "
+                                     "benchmarks/README.md says why)"})
     found["onnxruntime-gpu"] = (
         {"ok": True, "detail": f"onnxruntime-gpu {_version('onnxruntime-gpu')}"}
         if _version("onnxruntime-gpu") else
         {"ok": False, "reason": "onnxruntime-gpu is not installed (the onnxruntime here is the "
-                                "CPU build, and the GPU build's wheel is over the carry limit)"})
+                                "CPU build; the GPU build's wheel is about 280 MiB, over the "
+                                "64 MiB carry limit)"})
     wheel_files = sorted(wheels.glob("*.whl")) if wheels.is_dir() else []
     found["wheels"] = (
         {"ok": True, "detail": f"{len(wheel_files)} wheels in {wheels}"} if wheel_files else
