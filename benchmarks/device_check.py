@@ -438,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-box-s", type=float, default=600.0,
                         help="cap every step's time box (seconds)")
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--no-install", action="store_true",
+                        help="use this environment's edgekit; carry and install nothing")
     parser.add_argument("--cpu-stand-in", action="store_true")
     parser.add_argument("--only", nargs="+", choices=[s.name for s in STEPS])
     parser.add_argument("--break", dest="sabotage", default=None, metavar="STEP[:hang]")
@@ -451,6 +453,9 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path(tempfile.mkdtemp(prefix="edgekit-device-check-"))
     work.mkdir(parents=True, exist_ok=True)
     found = probe(args.python, args.wheels, args.cpu_stand_in, 60.0)
+    if args.no_install:
+        found["wheels"] = {"ok": False, "reason": "--no-install: this environment's edgekit is "
+                                                  "used as it is"}
     ctx = Context(python=args.python, out=args.out, work=work,
                   device="cpu" if args.cpu_stand_in and "--cpu-stand-in" in
                   found["gpu"].get("detail", "") else "cuda",
