@@ -93,6 +93,8 @@ class EngineSettings:
     direct: bool = True                    # O_DIRECT where the file system allows
     full_ratio: float | None = None        # fix the full-pool share instead of planning it
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
+    device: str = "cpu"                    # where the model computes (cuda: decode stays on the
+                                           # CPU workers, as on the paper's Jetson)
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -150,7 +152,7 @@ class Engine:
                                          settings.policy, settings.full_ratio, settings.prefetch)
             self.storage = self.experts.reader.describe()
         try:
-            self.model = MoEModel(self.store.config, dense, self.experts)
+            self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
         except BaseException:
             self.experts.close()
             raise
@@ -165,14 +167,14 @@ class Engine:
         ids = encode_text(prompt, self.store.config.vocab_size)
         cache = KVCache()
         t0 = time.perf_counter()
-        logits = self.model.forward(ids, cache)[-1]
+        logits = self.model.forward(ids, cache)[-1].cpu()
         token = int(torch.argmax(logits))
         gen = Generation(len(ids), [token], [logits], time.perf_counter() - t0)
         if on_token:
             on_token(token)
         for _ in range(max_new_tokens - 1):
             t0 = time.perf_counter()
-            logits = self.model.forward([token], cache)[-1]
+            logits = self.model.forward([token], cache)[-1].cpu()
             token = int(torch.argmax(logits))
             gen.step_s.append(time.perf_counter() - t0)
             gen.tokens.append(token)
