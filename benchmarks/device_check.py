@@ -281,6 +281,40 @@ def _zipmoe(ctx: Context, folder: Path) -> list[list[str]]:
     return [_bench(ctx, "zipmoe.py", "--device", ctx.device, "--serving-only", *sizes)]
 
 
+def _astra(ctx: Context, folder: Path) -> list[list[str]]:
+    """Two ranks on the one GPU over gloo (NCCL needs a GPU per rank), then on the CPU."""
+    size = (["--model", "digits", "--reps", "1", "--warmup", "0"] if ctx.dry else
+            ["--model", "vit-s", "--tokens", "256", "--reps", "5", "--bandwidth", "1Gbps"])
+    run = [ctx.python, "-m", "edgekit", "astra", "run", "--world-size", "2", "--mode", "astra",
+           "--mode", "sp", "--keep-logits", "--timeout", "60", *size]
+    return [[*run, "--device", ctx.device, "--json", str(folder / "astra-gpu.json")],
+            [*run, "--device", "cpu", "--json", str(folder / "astra-cpu.json")]]
+
+
+def _summarise_astra(results: dict[str, Any]) -> list[dict[str, Any]]:
+    gpu, cpu = results.get("astra-gpu.json"), results.get("astra-cpu.json")
+    if gpu is None or cpu is None:
+        return []
+    out = []
+    for mode, cases in gpu["summary"].items():
+        a = gpu["result"]["modes"][mode]["logits"]
+        b = cpu["result"]["modes"][mode]["logits"]
+        diff = max(abs(x - y) for x, y in zip(_flat(a), _flat(b), strict=True))
+        ratio = cpu["summary"][mode][0]["latency_s"] / cases[0]["latency_s"]
+        out.append({"claim": f"ASTRA {mode}: 2 ranks on {gpu['result']['device']} over "
+                             f"{gpu['result']['backend']}"
+                             f"{' via host memory' if gpu['result']['exchange_via_host'] else ''}"
+                             " vs 2 ranks on the CPU",
+                    "value": f"{ratio:.3g}x latency speed-up, logits max abs diff {diff:.2g}",
+                    "met": diff < 1e-3, "latency_s": cases[0]["latency_s"],
+                    "cpu_latency_s": cpu["summary"][mode][0]["latency_s"]})
+    return out
+
+
+def _flat(value: Any) -> list[float]:
+    return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
+
+
 def _nvml_check(ctx: Context, folder: Path) -> list[list[str]]:
     return [_bench(ctx, "nvml_check.py", *(["--busy-s", "1.2"] if ctx.dry else []))]
 
@@ -311,6 +345,9 @@ STEPS: tuple[Step, ...] = (
          _attention, 120, 120, _summarise_claims("verdicts")),
     Step("zipmoe", "ZipMoE compute on the GPU, decode on CPU threads, vs naive offload",
          ("gpu",), _zipmoe, 120, 120, _summarise_zipmoe),
+    Step("astra-gloo-cuda", "ASTRA: 2 ranks sharing one GPU over gloo (CUDA tensors, exchange "
+         "through host memory) vs 2 ranks on the CPU", ("gpu",), _astra, 90, 120,
+         _summarise_astra),
     # last among the measurements: where the deadline bites, it cuts profiles, not claims
     *(Step(f"profile-{m}", f"edgekit profile {m}: torch on the GPU vs ONNX Runtime on the CPU",
            ("gpu",), _profiles(m), 60, 120, _summarise_profile) for m in PROFILE_MODELS),
