@@ -18,12 +18,11 @@ from __future__ import annotations
 import concurrent.futures as cf
 import os
 import queue
-import statistics
 import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +58,22 @@ class ExpertStats:
     prefetched: int = 0      # of the SM hits and misses: reads started by a prefetch
     prefetch_wasted: int = 0  # prefetched experts the layer did not route to
     wait_s: float = 0.0      # time the compute thread spent waiting for experts
+    # The lookahead predictor itself, before the pools filter its guesses: over the layer steps
+    # that had a prediction, the experts guessed, the guesses the layer routed to, and the
+    # experts it routed to (precision = right / predicted, recall = right / routed).
+    predicted: int = 0
+    predicted_right: int = 0
+    routed_after_prediction: int = 0
+    decode_s: float = 0.0    # exponent decompression, on whichever thread did it
+    decode_compute_s: float = 0.0  # the part of decode_s on the compute thread (no workers)
+    rebuild_s: float = 0.0   # merging exponent and sign-mantissa planes (compute thread)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add_decode(self, seconds: float, on_compute: bool) -> None:
+        with self._lock:
+            self.decode_s += seconds
+            if on_compute:
+                self.decode_compute_s += seconds
 
     def to_json(self) -> dict[str, float]:
         n = max(1, self.activations)
@@ -69,7 +84,12 @@ class ExpertStats:
                 "miss_rate": self.misses / n, "prefetched": self.prefetched,
                 "prefetch_wasted": self.prefetch_wasted,
                 "prefetch_precision": self.prefetched / issued if issued else None,
-                "wait_s": self.wait_s}
+                "predictor_precision": (self.predicted_right / self.predicted
+                                        if self.predicted else None),
+                "predictor_recall": (self.predicted_right / self.routed_after_prediction
+                                     if self.routed_after_prediction else None),
+                "wait_s": self.wait_s, "decode_s": self.decode_s,
+                "decode_compute_s": self.decode_compute_s, "rebuild_s": self.rebuild_s}
 
 
 def _tensor_from_bytes(data: bytes, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
@@ -318,9 +338,14 @@ class ZipMoEExperts:
         self.policy = policy
         self.prefetch_enabled = prefetch
         self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
+        self.predictions: dict[int, set[int]] = {}  # the predictor's last guess per layer
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
-    def _profile(self, repeats: int = 3) -> dict[str, float]:
+    def _profile(self, repeats: int = 5) -> dict[str, float]:
+        """d_sm and d_dec of one tensor on this device: the fastest of ``repeats`` tries, since
+        a shared machine's other work only ever adds time, and the plan must not change with
+        one engine's start-up timing (the median of 3 moved a 25 % budget between 2 full + 12
+        SM-only slots per layer and 7 + 2 on this loaded VM)."""
         cfg = self.store.config
         entries = self.store.expert_entries(cfg.moe_layers[0], 0)
         sm_times, dec_times = [], []
@@ -336,7 +361,7 @@ class ZipMoEExperts:
                 dec_times.append(time.perf_counter() - t0)
         self.reader.stats.reset()  # profiling reads are not the workload's
         exp_bytes = sum(c.size for e in entries for c in e.chunks)
-        return {"decode_s": statistics.median(dec_times), "sm_read_s": statistics.median(sm_times),
+        return {"decode_s": min(dec_times), "sm_read_s": min(sm_times),
                 "cr": exp_bytes / max(1, sum(e.raw.size for e in entries))}
 
     # -- worker operations -------------------------------------------------------------------
@@ -391,7 +416,9 @@ class ZipMoEExperts:
             return
         try:
             wait_until(ready_at)
+            t0 = time.perf_counter()
             exp = self._decompress(job.entries[t], blob)
+            self.stats.add_decode(time.perf_counter() - t0, on_compute=False)
             with job.lock:
                 job.exps[t] = exp
             job.finish_one()
@@ -409,8 +436,12 @@ class ZipMoEExperts:
                 t0 = time.perf_counter()
                 wait_until(ready_at)
                 self.stats.wait_s += time.perf_counter() - t0
+                t0 = time.perf_counter()
                 exp = self._decompress(entry, blob)
+                self.stats.add_decode(time.perf_counter() - t0, on_compute=True)
+            t0 = time.perf_counter()
             tensors.append(_rebuild(entry, exp, job.raws[t]))
+            self.stats.rebuild_s += time.perf_counter() - t0
         return ExpertWeights(*tensors)
 
     def _throttle(self) -> None:
@@ -437,7 +468,9 @@ class ZipMoEExperts:
         """Start reading and decoding the experts ``layer`` is predicted to use (``tokens``: the
         predicted token counts), queued behind the reads already submitted. ``fetch`` adopts
         the ones the layer really routes to and cancels the rest; nothing enters a pool before
-        its use, so the admission and eviction decisions stay those of on-demand serving."""
+        its use, so the admission and eviction decisions stay those of on-demand serving.
+        The guess is recorded even with prefetching off, to measure the predictor."""
+        self.predictions[layer] = set(tokens)
         if not self.prefetch_enabled:
             return
         self._drop_prefetches(keep_layer=layer)
@@ -460,6 +493,11 @@ class ZipMoEExperts:
         cache = self.cache
         full, sm = cache.full[layer], cache.sm[layer]
         cache.record(layer, tokens)
+        guess = self.predictions.pop(layer, None)
+        if guess is not None:
+            self.stats.predicted += len(guess)
+            self.stats.predicted_right += len(guess & set(tokens))
+            self.stats.routed_after_prediction += len(tokens)
         ready = [e for e in sorted(tokens) if e in full]
         full.locked.update(ready)
         done: queue.SimpleQueue = queue.SimpleQueue()
