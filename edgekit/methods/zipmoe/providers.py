@@ -58,9 +58,10 @@ class ExpertStats:
     prefetched: int = 0      # of the SM hits and misses: reads started by a prefetch
     prefetch_wasted: int = 0  # prefetched experts the layer did not route to
     wait_s: float = 0.0      # time the compute thread spent waiting for experts
-    # The lookahead predictor itself, before the pools filter its guesses: over the layer steps
-    # that had a prediction, the experts guessed, the guesses the layer routed to, and the
-    # experts it routed to (precision = right / predicted, recall = right / routed).
+    # The lookahead predictor itself, before the pools filter its guesses: over the decode steps
+    # (one token; a prompt's prefill routes to most experts) of layers that had a prediction,
+    # the experts guessed, the guesses the layer routed to, and the experts it routed to
+    # (precision = right / predicted, recall = right / routed).
     predicted: int = 0
     predicted_right: int = 0
     routed_after_prediction: int = 0
@@ -494,7 +495,7 @@ class ZipMoEExperts:
         full, sm = cache.full[layer], cache.sm[layer]
         cache.record(layer, tokens)
         guess = self.predictions.pop(layer, None)
-        if guess is not None:
+        if guess is not None and sum(tokens.values()) == self.store.config.top_k:  # one token
             self.stats.predicted += len(guess)
             self.stats.predicted_right += len(guess & set(tokens))
             self.stats.routed_after_prediction += len(tokens)
