@@ -96,3 +96,21 @@ def test_breakdown_accounts_for_the_compute_threads_time(tmp_path):
             assert b["decode_on_compute_s"] == b["decode_all_threads_s"] > 0
             assert b["rebuild_s"] > 0
             assert 0 <= x["predictor_precision"] <= 1 and 0 < x["predictor_recall"] <= 1
+
+
+def test_a_rank_of_guesses_that_is_mostly_wrong_stops_being_prefetched(tmp_path):
+    from edgekit.methods.zipmoe.providers import RANK_WARMUP
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
+    compress_checkpoint(ckpt, tmp_path / "store", trace=False)
+    with Engine(tmp_path / "store", EngineSettings(memory_budget=0, workers=0)) as engine:
+        experts = engine.experts
+        for _ in range(RANK_WARMUP):  # rank 0 always right, rank 1 always wrong
+            experts.prefetch(1, {0: 1, 1: 1})
+            assert set(experts.prefetched) == {(1, 0), (1, 1)}  # still warming up
+            dict(experts.fetch(1, {0: 1, 5: 1}))
+        experts.prefetch(1, {0: 1, 1: 1})
+        assert set(experts.prefetched) == {(1, 0)}
+        assert experts.describe()["predictor_precision_by_rank"] == [1.0, 0.0]
+        x = experts.stats.to_json()
+        assert x["predictor_precision"] == x["predictor_recall"] == 0.5

@@ -47,6 +47,14 @@ Key = tuple[int, int]  # (layer, expert)
 # decode workers' and the compute thread's scheduling delays, little enough that reads of a
 # mispredicted prefetch are mostly still unbooked, and cancelled, when the layer routes.
 READ_AHEAD_S = 1e-3
+# [ours] The predictor's guesses come ranked (most likely first); a rank is prefetched only while
+# at least this share of its guesses proves right (after ``RANK_WARMUP`` decode steps). On a
+# device whose reads are the limit, a prefetch right with probability p reads (1 - p) / p
+# wasted experts per useful one ahead of the layer's own reads: at 0.75, one in three. On the
+# trained benchmark model the ranks were right 92 %, 58 %, 48 % and 48 % of the time (random
+# weights: 99-83 %), and prefetching all four read 30 % more bytes than not prefetching.
+PREFETCH_MIN_PRECISION = 0.75
+RANK_WARMUP = 16
 
 
 @dataclass
@@ -339,7 +347,9 @@ class ZipMoEExperts:
         self.policy = policy
         self.prefetch_enabled = prefetch
         self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
-        self.predictions: dict[int, set[int]] = {}  # the predictor's last guess per layer
+        self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
+        k = cfg.top_k
+        self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
     def _profile(self, repeats: int = 5) -> dict[str, float]:
@@ -460,6 +470,12 @@ class ZipMoEExperts:
             job = scheduled.item
             job.futures.append(self.io_thread.submit(self._read_job, job))
 
+    def _rank_pays(self, rank: int) -> bool:
+        """Whether guesses of this rank are right often enough to prefetch them."""
+        rank = min(rank, len(self.rank_tries) - 1)  # a longer guess: judged as the last rank
+        tries = self.rank_tries[rank]
+        return tries < RANK_WARMUP or self.rank_right[rank] >= PREFETCH_MIN_PRECISION * tries
+
     def _drop_prefetches(self, keep_layer: int | None = None) -> None:
         for key in [k for k in self.prefetched if k[0] != keep_layer]:
             self.prefetched.pop(key).cancel()
@@ -471,15 +487,15 @@ class ZipMoEExperts:
         the ones the layer really routes to and cancels the rest; nothing enters a pool before
         its use, so the admission and eviction decisions stay those of on-demand serving.
         The guess is recorded even with prefetching off, to measure the predictor."""
-        self.predictions[layer] = set(tokens)
+        self.predictions[layer] = list(tokens)
         if not self.prefetch_enabled:
             return
         self._drop_prefetches(keep_layer=layer)
         full, sm = self.cache.full[layer], self.cache.sm[layer]
         jobs = []
-        for expert, n in tokens.items():
+        for rank, (expert, n) in enumerate(tokens.items()):
             key = (layer, expert)
-            if expert in full or key in self.prefetched:
+            if expert in full or key in self.prefetched or not self._rank_pays(rank):
                 continue
             raws = sm.peek(expert)  # the hit is counted when the layer uses it
             job = _ExpertJob(layer, expert, n, self.store.expert_entries(layer, expert), raws,
@@ -497,8 +513,11 @@ class ZipMoEExperts:
         guess = self.predictions.pop(layer, None)
         if guess is not None and sum(tokens.values()) == self.store.config.top_k:  # one token
             self.stats.predicted += len(guess)
-            self.stats.predicted_right += len(guess & set(tokens))
+            self.stats.predicted_right += len(set(guess) & set(tokens))
             self.stats.routed_after_prediction += len(tokens)
+            for rank, expert in enumerate(guess[:len(self.rank_tries)]):
+                self.rank_tries[rank] += 1
+                self.rank_right[rank] += expert in tokens
         ready = [e for e in sorted(tokens) if e in full]
         full.locked.update(ready)
         done: queue.SimpleQueue = queue.SimpleQueue()
@@ -569,6 +588,9 @@ class ZipMoEExperts:
                 "decode": "decode workers" if self.workers else "on the compute thread",
                 "chunks": self.chunks,
                 "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
+                "predictor_precision_by_rank": [r / t if t else None for r, t in
+                                                zip(self.rank_right, self.rank_tries,
+                                                    strict=True)],
                 "plan": self.plan.to_json(),
                 "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
                             "sm_read_ms_per_tensor": self.profile["sm_read_s"] * 1e3,
