@@ -8,15 +8,25 @@ tensor), the scheme's bound 8 + H bits/param, bits/param per codec and level wit
 tensor, and decode throughput (bf16 bytes out per second, 1 and 2 threads) against a plain copy of
 the same bytes. Targets: <= 10.9 bits/param (DFloat11 ~ 11), within 2 % of the bound.
 
-Serving: a ``make-tiny --size small`` Qwen-MoE-style checkpoint (4 MoE layers x 32 experts, top-4,
-768 KiB bf16 per expert), compressed at the default settings, served at a memory budget holding
-25 % of the experts with storage reads capped at the Jetson AGX Orin 64GB profile's storage
-bandwidth (buffered reads from the page cache, so the cap alone sets the read speed). Every round
-runs zipmoe, zipmoe without the next-layer prefetch, naive and memory (fresh engines, cold caches,
-same prompts, the order rotating between rounds); the table quotes the median over rounds.
-Target: ZipMoE >= 2x the naive baseline's tokens/s.
+Serving, two models with the same expert shapes (4 MoE layers x 32 experts, top-4, 768 KiB bf16
+per expert): first the Mixtral-layout MoE trained on numpy's documentation (``train.py``; trained
+once, then loaded from ``$EDGEKIT_HOME``; a routing trace and three prompts from held-out text),
+then a ``make-tiny --size small`` Qwen-MoE-style checkpoint with random weights. Each is
+compressed at the default settings and served at a memory budget holding 25 % of its experts,
+with storage reads capped at the Jetson AGX Orin 64GB profile's storage bandwidth (buffered
+reads from the page cache, so the cap alone sets the read speed). One ZipMoE engine per model
+plans the pools first and every ZipMoE engine of the run uses that plan, so rounds differ by
+timing, not by plan. Every round runs, per model, zipmoe, zipmoe without the next-layer
+prefetch, naive and memory (fresh engines, cold caches, same prompts, the order rotating between
+rounds); the tables quote the median over rounds, and a time breakdown of the median round per
+mode (reads at the cap, how much of them the compute thread did not wait for, waits, decoding,
+rebuilding, compute) shows what bounds each. Reported per model: experts' bits/param, routing
+skew (trace; and the trained model's loss and expert load), the lookahead predictor's precision
+and recall at decode steps, hit rates. Target: ZipMoE >= 2x the naive baseline's tokens/s on
+both, logits bit-identical.
 
-    python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick]
+    python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick] [--models trained,random]
+                                [--no-codec]
 """
 from __future__ import annotations
 
