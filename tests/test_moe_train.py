@@ -114,3 +114,21 @@ def test_a_rank_of_guesses_that_is_mostly_wrong_stops_being_prefetched(tmp_path)
         assert experts.describe()["predictor_precision_by_rank"] == [1.0, 0.0]
         x = experts.stats.to_json()
         assert x["predictor_precision"] == x["predictor_recall"] == 0.5
+
+
+def test_cli_trains_once_then_loads(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from edgekit.cli import cli
+
+    monkeypatch.setenv("EDGEKIT_HOME", str(tmp_path))
+    runner = CliRunner()
+    first = runner.invoke(cli, ["moe", "train", "--size", "tiny", "--steps", "2"])
+    assert first.exit_code == 0, first.output
+    folder = tmp_path / "zipmoe" / "trained"
+    [made] = list(folder.iterdir())
+    assert str(made) in first.output and "numpy" in first.output and "held-out" in first.output
+    again = runner.invoke(cli, ["moe", "train", "--size", "tiny", "--steps", "2"])
+    assert again.exit_code == 0 and again.output == first.output
+    bad = runner.invoke(cli, ["moe", "train", "--steps", "0"])
+    assert bad.exit_code == 2 and "--steps" in bad.output
