@@ -284,6 +284,20 @@ class _ExpertJob:
             cf.wait(list(self.futures))
 
 
+def _expert_span(entries: tuple[TensorEntry, ...]) -> tuple[int, int] | None:
+    """Offset and length of one read covering all of an expert's streams, when only alignment
+    padding lies between them; None otherwise. [ours] On the benchmark's models (three prompts
+    x 16 tokens, prefetch off) this read 1.2-1.5 % more bytes than a read per stream (255.1
+    against 252.0 MiB trained, 345.2 against 340.2 MiB random) in 40-57 % fewer reads (2,409
+    against 3,999, and 2,053 against 4,758): each read is Python work and GIL hand-offs on the
+    I/O thread, beside the compute thread on a 2-core machine."""
+    extents = sorted((x for e in entries for x in (*e.chunks, e.raw)), key=lambda x: x.offset)
+    for before, after in zip(extents, extents[1:], strict=False):
+        if after.offset < before.end or after.offset > align_up(before.end):
+            return None
+    return extents[0].offset, extents[-1].end - extents[0].offset
+
+
 def _span(entry: TensorEntry) -> tuple[int, int]:
     """Offset and length of one read covering all of a tensor's exponent chunks (they are
     written back to back, each 4 KiB aligned)."""
@@ -403,9 +417,24 @@ class ZipMoEExperts:
     def _read_job(self, job: _ExpertJob) -> None:
         """I/O thread: the job's reads in order, each tensor's sign-mantissa bytes (Type-I) before
         its exponents, which go to a decode worker at once (or wait for the compute thread when
-        there are no workers). Reads are booked on a capped channel at most ``READ_AHEAD_S``
-        ahead, so a cancelled prefetch stops early."""
+        there are no workers). A Type-I expert whose streams lie back to back in the store (as
+        ``write_store`` lays them) is one read instead of two per tensor. Reads are booked on a
+        capped channel at most ``READ_AHEAD_S`` ahead, so a cancelled prefetch stops early."""
         try:
+            span = _expert_span(job.entries) if job.type_i else None
+            if span is not None:
+                if job.cancelled:
+                    return
+                self._throttle()
+                data, ready_at = self.reader.read_ahead(*span)
+                view, base = memoryview(data), span[0]
+                for t, entry in enumerate(job.entries):
+                    raw = view[entry.raw.offset - base:entry.raw.end - base]
+                    job.raws[t] = bytes(check_extent(entry, entry.raw, raw,
+                                                     "sign-mantissa bytes"))
+                    offset, size = _span(entry)
+                    self._hand_over(job, t, view[offset - base:offset - base + size], ready_at)
+                return
             for t, entry in enumerate(job.entries):
                 if job.cancelled:
                     return
@@ -415,14 +444,19 @@ class ZipMoEExperts:
                     job.raws[t] = check_extent(entry, entry.raw, data, "sign-mantissa bytes")
                 self._throttle()
                 blob, ready_at = self.reader.read_ahead(*_span(entry))
-                if self.decode_pool is None:  # decoded on the compute thread (_finish)
-                    job.blobs[t] = (blob, ready_at)
-                    job.finish_one()
-                else:
-                    job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t,
-                                                               blob, ready_at))
+                self._hand_over(job, t, blob, ready_at)
         except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
             job.fail(exc)
+
+    def _hand_over(self, job: _ExpertJob, t: int, blob: bytes | memoryview,
+                   ready_at: float) -> None:
+        """A tensor's exponent bytes to a decode worker, or to the compute thread (_finish)."""
+        if self.decode_pool is None:
+            job.blobs[t] = (blob, ready_at)
+            job.finish_one()
+        else:
+            job.futures.append(self.decode_pool.submit(self._decode_tensor, job, t, blob,
+                                                       ready_at))
 
     def _decode_tensor(self, job: _ExpertJob, t: int, blob: bytes, ready_at: float) -> None:
         """Decode worker: wait for the bytes to arrive (the sign-mantissa bytes, booked before
@@ -563,6 +597,7 @@ class ZipMoEExperts:
                  ) -> Iterator[tuple[int, ExpertWeights]]:
         full, sm = self.cache.full[layer], self.cache.sm[layer]
         delivered = False
+        arrived: list[tuple[_ExpertJob, ExpertWeights | None]] = []
         try:
             for expert in ready:
                 self.stats.activations += 1
@@ -580,8 +615,15 @@ class ZipMoEExperts:
                     self.stats.misses += 1
                 else:
                     self.stats.sm_hits += 1
-                self._admit(layer, job, weights)
+                if job.decision in (FULL, SM):  # the rest is dropped after its use
+                    arrived.append((job, weights if job.decision == FULL else None))
                 yield job.expert, weights
+            # Admitted in expert order once the step is done, not in the order the reads
+            # happened to finish: the pools, and so the hits, then do not depend on timing
+            # (nor on what a prefetch started early), and every round serves the same way.
+            # Until then the step holds only what its pools will keep.
+            for job, weights in sorted(arrived, key=lambda pair: pair[0].expert):
+                self._admit(layer, job, weights)
             delivered = True
         finally:
             if not delivered:  # an error: let the rest finish before the pools unlock
@@ -590,7 +632,7 @@ class ZipMoEExperts:
             full.locked.clear()
             sm.locked.clear()
 
-    def _admit(self, layer: int, job: _ExpertJob, weights: ExpertWeights) -> None:
+    def _admit(self, layer: int, job: _ExpertJob, weights: ExpertWeights | None) -> None:
         full, sm = self.cache.full[layer], self.cache.sm[layer]
         if job.decision == FULL and full.admit(job.expert, weights, job.tokens):
             sm.remove(job.expert)  # exclusive pools
