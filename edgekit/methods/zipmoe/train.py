@@ -239,7 +239,7 @@ def _train(config: dict[str, Any], text: str, settings: TrainSettings,
     record = {
         "settings": asdict(settings), "train_s": time.perf_counter() - t0,
         "tokens_seen": settings.steps * settings.batch * settings.seq_len,
-        "loss_first": curve[0][1], "loss_last": _mean_tail(curve, 10),
+        "loss_first": curve[0][1], "loss_last": _mean_tail(curve, 10),  # last 10 steps' mean
         "curve": curve,
         "expert_load": {str(layer): counts[layer].tolist() for layer in range(cfg.num_layers)},
         "held_out_loss": held_out_loss(config, weights, eval_data, settings),
@@ -254,6 +254,8 @@ def _mean_tail(curve: list[list[float]], n: int) -> float:
 
 
 class _Held:
+    """An ExpertProvider over experts held in a dict (the held-out check serves them as-is)."""
+
     def __init__(self, config: MoEConfig, weights: dict[str, torch.Tensor]) -> None:
         self.config, self.weights = config, weights
 
