@@ -273,8 +273,14 @@ class MoEModel:
             nxt = cfg.moe_layers[0]
         h = rms_norm(residual, w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
                      cfg.rms_norm_eps)
-        counts = self._counts(self.route(F.linear(h, self._gate(nxt)))[1])
-        top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: -counts[e])
+        weights, ids = self.route(F.linear(h, self._gate(nxt)))
+        counts = self._counts(ids)
+        mass = torch.zeros(cfg.num_experts).index_add_(0, ids.reshape(-1),
+                                                       weights.reshape(-1)).tolist()
+        # Most predicted tokens first, then the most router weight: the scheduler keeps this
+        # order among equals, so the likeliest experts are read first and the doubtful ones
+        # are still unread, and cancelled cheaply, when the guess proves wrong.
+        top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: (-counts[e], -mass[e]))
         prefetch(nxt, {e: counts[e] for e in top[:cfg.top_k]})
 
     def _moe(self, layer: int, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
