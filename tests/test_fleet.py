@@ -95,6 +95,12 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     artifact = export_onnx(load_model_source(str(trained_mlp)), tmp_path / "mlp-art").folder
     with cluster.client():
         pass  # both workers joined
+    code, out = _cli("fleet", "status", cluster.address, "--json", str(tmp_path / "st.json"))
+    assert code == 0, out
+    status = json.loads((tmp_path / "st.json").read_text())["devices"]
+    assert [(d["profile"], d["name"], d["busy"]) for d in status] == [
+        (ORIN, "orin-1", False), (XAVIER, "xavier-1", False)]
+    assert all(d["sensors"] == [] and d["edgekit"] for d in status)  # this VM has no sensors
     code, out = _cli("compare", "mlp:small", "--fleet", cluster.address, "--devices",
                      "jetson-nano")
     one_line_error(code, out, 2, "no worker of device kind jetson-nano", ORIN, XAVIER)
@@ -117,6 +123,13 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     assert doc["failures"] == []
     assert (tmp_path / "fleet.png").stat().st_size > 0
     assert f"{ORIN}" in out and "mlp:small" in out
+
+    code, out = _cli("profile", str(artifact), "--fleet", cluster.address, "--devices", XAVIER,
+                     "--backend", "onnxruntime", "--duration", "0.1", "--threads", "1",
+                     "--json", str(tmp_path / "prof.json"))
+    assert code == 0, out
+    (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
+    assert prof["device"]["profile"] == XAVIER and prof["target"] == str(artifact)
 
     # one more device, measured earlier on its own: --from merges without measuring again
     from edgekit.compare import compare
@@ -210,3 +223,23 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
         assert late.report is None and "timed out after 1 s on the device" in late.error
         assert late.error.startswith(f"{ORIN} ({survivor})")
         assert time.monotonic() - started < 60  # killed on the device, not waited out
+
+
+def test_addresses_and_tls_options(tmp_path):
+    from edgekit.errors import UsageError
+    from edgekit.fleet.engine import address, security
+
+    assert address("jetson.local", tls=False) == "tcp://jetson.local:8786"
+    assert address("10.0.0.5:9000", tls=True) == "tls://10.0.0.5:9000"
+    for bad in ("ws://h:1", "h:port", ":8786"):
+        with pytest.raises(UsageError):
+            address(bad, tls=False)
+    with pytest.raises(UsageError, match="--tls was given"):
+        address("tcp://h:1", tls=True)
+    (tmp_path / "ca.pem").write_text("x")
+    with pytest.raises(UsageError, match="missing cert.pem, key.pem"):
+        security(tmp_path)
+    one_line_error(*_cli("fleet", "status", "h:1", "--tls", str(tmp_path)), 2,
+                   "missing cert.pem, key.pem")
+    one_line_error(*_cli("compare", "mlp:small", "--fleet", "h:1", "--device", ORIN), 2,
+                   "--device does not apply with --fleet")

@@ -80,9 +80,9 @@ def _finished(run: _Running) -> Outcome:
     if future.status == "error":
         exc = future.exception(timeout=WAIT_S)
         if isinstance(exc, KilledWorker):
-            left = ", ".join(run.left) or "its workers"
-            return Outcome(job, None, f"{job.device}: the job's worker died each time it ran "
-                                      f"(last: {left})", run.worker_name)
+            lost = ", ".join(run.left) or run.worker_name or "its worker"
+            return Outcome(job, None, f"{job.device}: the job was lost with {lost} and Dask's "
+                                      "retries (allowed-failures) are used up", run.worker_name)
         message = " ".join(str(exc).split())[:300]
         return Outcome(job, None, f"{job.device} ({run.worker_name or 'worker'}): "
                                   f"{type(exc).__name__}: {message}", run.worker_name)

@@ -49,11 +49,28 @@ def describe_here() -> dict[str, Any]:
     return {"host": platform.node(), "edgekit": library_versions().get("edgekit"), **_HERE}
 
 
+# Dask's worker samples itself for its dashboard (a statistical profiler every 10 ms, a system
+# monitor every 500 ms, a GIL monitor, a memory monitor every 100 ms) and checks its event loop
+# every 20 ms: useless on an agent with no dashboard and no data to spill, and most of its idle
+# CPU (benchmarks/fleet.py). Heartbeats, which the scheduler paces, are left as they are.
+QUIET_AGENT = {
+    "distributed.admin.tick.interval": "1s",
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.system-monitor.interval": "2s",
+    "distributed.admin.system-monitor.disk": False,
+    "distributed.admin.system-monitor.gil.enabled": False,
+}
+
+
 async def _serve(where: str, device: str, name: str, sec: Any) -> None:
-    worker = distributed().Worker(where, nthreads=1, resources={resource_for(device): 1},
-                                  name=name, security=sec, dashboard=False)
-    async with worker:
-        await worker.finished()
+    import dask
+
+    with dask.config.set(QUIET_AGENT):
+        worker = distributed().Worker(where, nthreads=1, resources={resource_for(device): 1},
+                                      name=name, security=sec, dashboard=False,
+                                      memory_limit=0)
+        async with worker:
+            await worker.finished()
 
 
 def run_worker(scheduler: str, found: dict[str, Any], *, name: str | None = None,
