@@ -4,7 +4,9 @@ Starts ``edgekit fleet scheduler`` on localhost and one ``edgekit fleet worker``
 generic-x86-64-cpu), then measures, each over ``--rounds`` rounds:
 
 - the idle agent (worker process alone): CPU as a share of one core over ``--window`` s, and
-  its resident memory (RSS and USS); the idle scheduler beside it;
+  its resident memory (RSS and USS), beside a plain ``dask worker`` with Dask's default settings
+  (one thread, no nanny, no dashboard, a resource of its own so no job lands there) measured over
+  the same window; the idle scheduler beside them;
 - dispatch: ``--tasks`` no-op tasks restricted to the device's resource, seconds per task (the
   scheduler's share of every job);
 - transfer: one ``--payload-mib`` payload shipped to the worker with a job (localhost, so an upper
@@ -35,15 +37,19 @@ DEVICE = "generic-x86-64-cpu"
 EXE = [sys.executable, "-m", "edgekit"]
 
 
-def _start(port: int) -> tuple[subprocess.Popen, subprocess.Popen]:
+def _start(port: int) -> tuple[subprocess.Popen, ...]:
     log = open(os.devnull, "w")  # noqa: SIM115 - lives as long as the processes
     scheduler = subprocess.Popen([*EXE, "fleet", "scheduler", "--port", str(port)],
                                  stdout=log, stderr=log, start_new_session=True)
     time.sleep(3.0)
-    worker = subprocess.Popen([*EXE, "fleet", "worker", f"127.0.0.1:{port}", "--device",
-                               DEVICE, "--name", "bench"], stdout=log, stderr=log,
-                              start_new_session=True)
-    return scheduler, worker
+    address = f"127.0.0.1:{port}"
+    worker = subprocess.Popen([*EXE, "fleet", "worker", address, "--device", DEVICE, "--name",
+                               "bench"], stdout=log, stderr=log, start_new_session=True)
+    plain = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address,
+                              "--nthreads", "1", "--no-nanny", "--no-dashboard", "--resources",
+                              "baseline=1", "--name", "plain-dask"], stdout=log, stderr=log,
+                             start_new_session=True)
+    return scheduler, worker, plain
 
 
 def _idle(proc: psutil.Process, window_s: float) -> tuple[float, float, float]:
@@ -90,11 +96,12 @@ def main() -> None:
     from edgekit.profiler.run import ProfileSettings
     from edgekit.profiler.timing import TimingPlan
 
-    scheduler, worker = _start(args.port)
+    scheduler, worker, plain = _start(args.port)
     try:
         client = connect(f"127.0.0.1:{args.port}", timeout_s=60)
-        client.wait_for_workers(1, timeout=300)
+        client.wait_for_workers(2, timeout=300)
         agent, sched = psutil.Process(worker.pid), psutil.Process(scheduler.pid)
+        baseline = psutil.Process(plain.pid)
         time.sleep(5.0)  # let start-up settle
         resource = {resource_for(DEVICE): 1}
         payload = os.urandom(int(args.payload_mib * 2**20))
@@ -103,16 +110,20 @@ def main() -> None:
         settings = ProfileSettings(backend="onnxruntime", threads=1,
                                    plan=TimingPlan(warmup_s=0.0, duration_s=0.1))
         results: dict[str, list[float]] = {k: [] for k in (
-            "agent_cpu_share", "agent_rss_mib", "agent_uss_mib", "scheduler_cpu_share",
+            "agent_cpu_share", "agent_rss_mib", "agent_uss_mib", "plain_dask_worker_cpu_share",
+            "plain_dask_worker_rss_mib", "scheduler_cpu_share",
             "scheduler_rss_mib", "dispatch_s_per_task", "transfer_mib_s", "job_wall_s",
             "job_overhead_s")}
         loads = []
         for _ in range(args.rounds):
             loads.append(os.getloadavg()[0])
             # the idle agent and scheduler over the same window (no client traffic)
-            s0, sc0 = time.monotonic(), sched.cpu_times()
+            s0, sc0, b0 = time.monotonic(), sched.cpu_times(), baseline.cpu_times()
             cpu, rss, uss = _idle(agent, args.window)
-            sc1 = sched.cpu_times()
+            sc1, b1 = sched.cpu_times(), baseline.cpu_times()
+            results["plain_dask_worker_cpu_share"].append(
+                (b1.user + b1.system - b0.user - b0.system) / (time.monotonic() - s0))
+            results["plain_dask_worker_rss_mib"].append(baseline.memory_info().rss / 2**20)
             results["agent_cpu_share"].append(cpu)
             results["agent_rss_mib"].append(rss)
             results["agent_uss_mib"].append(uss)
@@ -138,7 +149,7 @@ def main() -> None:
             results["job_overhead_s"].append(wall - job.report["timed_s"])
         client.close()
     finally:
-        for proc in (worker, scheduler):
+        for proc in (worker, plain, scheduler):
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=30)
     rows = [[k, _spread(v)] for k, v in results.items()]
