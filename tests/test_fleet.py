@@ -12,6 +12,7 @@ import threading
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from click.testing import CliRunner
 
@@ -189,17 +190,22 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
                                plan=TimingPlan(warmup_s=0.0, duration_s=0.2))
     killed: dict[str, str] = {}  # device kind -> the worker killed mid-job
 
-    def kill_where_jobs_start() -> None:  # a device vanishes as soon as its job starts
-        with cluster.client() as watcher:
-            names = {a: w["name"] for a, w in watcher.scheduler_info()["workers"].items()}
-            deadline = time.monotonic() + START_S
-            while len(killed) < 2 and time.monotonic() < deadline:
-                for addr, keys in watcher.processing().items():
-                    kind = ORIN if names.get(addr, "").startswith("orin") else XAVIER
-                    if keys and kind not in killed:
-                        killed[kind] = names[addr]
-                        cluster.kill(names[addr])
-                time.sleep(0.05)
+    def kill_where_jobs_start() -> None:  # a device vanishes while its job's process runs
+        deadline = time.monotonic() + START_S
+        while len(killed) < 2 and time.monotonic() < deadline:
+            for name, proc in list(cluster.workers.items()):
+                kind = ORIN if name.startswith("orin") else XAVIER
+                if kind in killed or proc.poll() is not None:
+                    continue
+                try:
+                    children = psutil.Process(proc.pid).children()
+                    busy = any("profile" in c.cmdline() for c in children)
+                except psutil.Error:
+                    continue
+                if busy:
+                    killed[kind] = name
+                    cluster.kill(name)
+            time.sleep(0.05)
 
     with cluster.client() as client:
         watcher = threading.Thread(target=kill_where_jobs_start)
