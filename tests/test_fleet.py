@@ -131,6 +131,8 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     assert code == 0, out
     (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
     assert prof["device"]["profile"] == XAVIER and prof["target"] == str(artifact)
+    one_line_error(*_cli("compare", "--from", str(tmp_path / "prof.json")), 2,
+                   "prof.json: a 'fleet-profile' report, not a compare report")
 
     # one more device, measured earlier on its own: --from merges without measuring again
     from edgekit.compare import compare
@@ -249,3 +251,5 @@ def test_addresses_and_tls_options(tmp_path):
                    "missing cert.pem, key.pem")
     one_line_error(*_cli("compare", "mlp:small", "--fleet", "h:1", "--device", ORIN), 2,
                    "--device does not apply with --fleet")
+    one_line_error(*_cli("fleet", "status", "127.0.0.1:1"), 2,
+                   "no fleet scheduler at tcp://127.0.0.1:1")  # at once, not after a timeout

@@ -184,9 +184,11 @@ def profile_fleet_command(target: str, settings: ProfileSettings, *, json_path: 
 
 @click.group("fleet")
 def fleet() -> None:
-    """Drive a fleet of devices: a scheduler, one worker per device, and their status.
+    """Run a device fleet: scheduler, workers, status.
 
-    Workers run the client's code: join only trusted machines.
+    One worker per device, labelled with its device profile; 'edgekit compare --fleet' and
+    'edgekit profile --fleet' send it jobs. Workers run the client's code: join only trusted
+    machines (docs/fleet.md).
     """
 
 
@@ -209,9 +211,14 @@ def scheduler(host: str, port: int, tls_dir: str | None) -> None:
 @click.option("--name", help="Worker name in 'fleet status' (default: host/profile/pid).")
 @_TLS
 def worker(scheduler: str, device: str | None, name: str | None, tls_dir: str | None) -> None:
-    """Join the fleet at SCHEDULER as this device, one job at a time, until interrupted."""
+    """Join SCHEDULER's fleet as this device.
+
+    One job at a time, until interrupted or the scheduler closes."""
+    from edgekit.fleet.engine import address, security
     from edgekit.fleet.worker import describe_device, run_worker
 
+    address(scheduler, tls_dir is not None)  # a bad address or --tls folder: one line, first
+    security(tls_dir)
     found = describe_device(device)
     profile = found["profile"]
     err_console.print(f"joining {scheduler} as a {profile} (resource device:{profile}=1, "
@@ -224,7 +231,7 @@ def worker(scheduler: str, device: str | None, name: str | None, tls_dir: str | 
 @_TLS
 @click.option("--json", "json_path", type=JSON_FILE, help="Write the status as JSON.")
 def status(scheduler: str, tls_dir: str | None, json_path: str | None) -> None:
-    """The devices connected to SCHEDULER: profile, sensors, busy or idle."""
+    """Devices at SCHEDULER: profile, sensors, busy/idle."""
     from edgekit.fleet import fleet_devices
 
     with closing(_client(scheduler, tls_dir)) as client:

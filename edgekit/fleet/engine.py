@@ -7,6 +7,7 @@ re-runs it on another one when its worker leaves mid-job.
 """
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -73,13 +74,26 @@ def security(tls_dir: str | Path | None) -> Any:
         tls_worker_cert=cert, tls_worker_key=key, require_encryption=True)
 
 
+def _listening(where: str, timeout_s: float) -> None:
+    """One line at once when nothing listens there (Dask would retry until its timeout)."""
+    host, _, port = where.partition("://")[2].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise UsageError(f"no fleet scheduler at {where}: {exc.strerror or exc}",
+                         hint="start one with 'edgekit fleet scheduler' and check the "
+                              "address") from None
+
+
 def connect(scheduler: str, *, tls_dir: str | Path | None = None,
             timeout_s: float = 10.0) -> Any:
     """A ``distributed.Client`` of the scheduler, or one line when none answers in time."""
     dd = distributed()
     where = address(scheduler, tls_dir is not None)
+    sec = security(tls_dir)
+    _listening(where, timeout_s)
     try:
-        return dd.Client(where, security=security(tls_dir), timeout=timeout_s,
+        return dd.Client(where, security=sec, timeout=timeout_s,
                          set_as_default=False)
     except (OSError, TimeoutError) as exc:
         raise UsageError(f"no fleet scheduler answered at {where} within {timeout_s:g} s "

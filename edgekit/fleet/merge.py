@@ -100,10 +100,12 @@ def merge_reports(paths: Sequence[str | Path]) -> dict[str, Any]:
     failures: list[dict[str, Any]] = []
     metric = None
     for path in map(Path, paths):
-        doc = check(read_json_object(path), COMPARE_REPORT, str(path),
+        doc = read_json_object(path)
+        if isinstance(doc.get("kind"), str) and doc["kind"] != "compare":
+            raise UsageError(f"{path}: a '{doc['kind']}' report, not a compare report",
+                             hint="give reports written by 'edgekit compare --json'")
+        doc = check(doc, COMPARE_REPORT, str(path),
                     hint="give reports written by 'edgekit compare --json'")
-        if doc["kind"] != "compare":
-            raise UsageError(f"{path}: a '{doc['kind']}' report, not a compare report")
         if metric is not None and (doc["metric"], doc["higher_is_better"]) != metric:
             raise UsageError(f"{path}: scored by {doc['metric']}, the others by {metric[0]}",
                              hint="merge reports of one task")
