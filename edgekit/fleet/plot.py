@@ -46,7 +46,7 @@ def plot_fleet(result: dict[str, Any], path: str | Path) -> Path:
         ax.set_xlabel(label)
         ax.set_ylabel(f"{metric} on {rows[0]['dataset']}{unit}" if rows else metric)
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right" if sign > 0 else "upper right")
+        ax.legend(fontsize=8, loc="best")
     fig.suptitle(f"{len(result['devices'])} devices · backend {result['backend']} · "
                  "lines: each device's Pareto front")
     fig.tight_layout()
