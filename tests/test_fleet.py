@@ -192,7 +192,7 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
                                plan=TimingPlan(warmup_s=0.0, duration_s=0.2))
     killed: dict[str, str] = {}  # device kind -> the worker killed mid-job
 
-    def kill_where_jobs_start() -> None:  # a device vanishes while its job's process runs
+    def kill_where_jobs_start() -> None:  # a device vanishes once its job started a runner
         deadline = time.monotonic() + START_S
         while len(killed) < 2 and time.monotonic() < deadline:
             for name, proc in list(cluster.workers.items()):
@@ -201,7 +201,7 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
                     continue
                 try:
                     children = psutil.Process(proc.pid).children()
-                    busy = any("profile" in c.cmdline() for c in children)
+                    busy = any("edgekit.fleet.child" in c.cmdline() for c in children)
                 except psutil.Error:
                     continue
                 if busy:
