@@ -2,8 +2,8 @@
 
 One thread, so two profiling jobs never share a device; the resource ``device:<profile>=1`` lets
 the client route jobs to a device kind. No nanny process, no dashboard, and no torch: the profile
-is detected and every job runs in a child process (``edgekit.fleet.child``), so the idle agent
-is Dask's worker and little else (``benchmarks/fleet_idle_agent.py`` measures it).
+is detected and jobs run in child processes (``edgekit.fleet.child``), so the idle agent
+is Dask's worker and little else (``benchmarks/fleet.py`` measures it).
 """
 from __future__ import annotations
 
