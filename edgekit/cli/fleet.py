@@ -214,11 +214,11 @@ def worker(scheduler: str, device: str | None, name: str | None, tls_dir: str | 
     """Join SCHEDULER's fleet as this device.
 
     One job at a time, until interrupted or the scheduler closes."""
-    from edgekit.fleet.engine import address, security
+    from edgekit.fleet.engine import address, check_listening, security
     from edgekit.fleet.worker import describe_device, run_worker
 
-    address(scheduler, tls_dir is not None)  # a bad address or --tls folder: one line, first
-    security(tls_dir)
+    security(tls_dir)  # a bad --tls folder or address, or no scheduler there: one line, first
+    check_listening(address(scheduler, tls_dir is not None), 10.0)
     found = describe_device(device)
     profile = found["profile"]
     err_console.print(f"joining {scheduler} as a {profile} (resource device:{profile}=1, "

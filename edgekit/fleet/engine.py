@@ -74,7 +74,7 @@ def security(tls_dir: str | Path | None) -> Any:
         tls_worker_cert=cert, tls_worker_key=key, require_encryption=True)
 
 
-def _listening(where: str, timeout_s: float) -> None:
+def check_listening(where: str, timeout_s: float) -> None:
     """One line at once when nothing listens there (Dask would retry until its timeout)."""
     host, _, port = where.partition("://")[2].rpartition(":")
     try:
@@ -91,7 +91,7 @@ def connect(scheduler: str, *, tls_dir: str | Path | None = None,
     dd = distributed()
     where = address(scheduler, tls_dir is not None)
     sec = security(tls_dir)
-    _listening(where, timeout_s)
+    check_listening(where, timeout_s)
     try:
         return dd.Client(where, security=sec, timeout=timeout_s,
                          set_as_default=False)
