@@ -253,3 +253,8 @@ def test_addresses_and_tls_options(tmp_path):
                    "--device does not apply with --fleet")
     one_line_error(*_cli("fleet", "status", "127.0.0.1:1"), 2,
                    "no fleet scheduler at tcp://127.0.0.1:1")  # at once, not after a timeout
+    one_line_error(*_cli("fleet", "worker", "127.0.0.1:1"), 2, "no fleet scheduler at")
+    one_line_error(*_cli("fleet", "status", "h:port"), 2, "port 'port' is not a number")
+    one_line_error(*_cli("compare", "mlp", "--fleet", "h:1", "--job-timeout", "nan"), 2,
+                   "--job-timeout")
+    one_line_error(*_cli("compare", "--from", str(tmp_path)), 2, str(tmp_path))
