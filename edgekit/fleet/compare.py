@@ -47,7 +47,7 @@ def _export(name: str, source_target: str, settings: ProfileSettings, workdir: P
     path = Path(name)
     if looks_like_path(name) and (path.is_dir() or path.suffix == ".onnx"):
         return pack(name, path)
-    folder = workdir / f"export-{len(list(workdir.iterdir()))}"
+    folder = Path(tempfile.mkdtemp(prefix="export-", dir=workdir)) / "artifact"
     result = export_onnx(load_model_source(source_target), folder, batch=settings.batch)
     return pack(name, result.folder)
 

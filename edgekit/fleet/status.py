@@ -57,8 +57,8 @@ def workers_by_kind(client: Any) -> dict[str, list[str]]:
 
 
 def fleet_devices(client: Any, describe: bool = True) -> list[Device]:
-    """Every connected device, sorted by kind and name; ``describe`` asks each for its sensors
-    (a worker that does not answer within WAIT_S is listed without them)."""
+    """Every connected device, sorted by kind and name; ``describe`` asks each for its host,
+    sensors and edgekit version (when not all answer within WAIT_S, all are listed without)."""
     info = client.scheduler_info(n_workers=-1)["workers"]
     processing = client.processing()
     details = _ask_each(client) if describe and info else {}
