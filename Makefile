@@ -20,8 +20,9 @@ SPIKINGJELLY ?= spikingjelly>=2.0,<3
 # which would add a CUDA-built wheel next to the CPU torch: installed without dependencies too;
 # what it imports (torch, numpy, nir, nirtorch) comes with torch and the spiking-deps extra.
 NORSE ?= norse>=1.1,<2
-# cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra).
-EXTRAS ?= dev,cpu,spiking-deps
+# cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra); fleet: Dask
+# distributed, for the fleet tests.
+EXTRAS ?= dev,cpu,spiking-deps,fleet
 STAMP := $(VENV)/.edgekit-installed
 DEMO_DIR ?= edgekit-demo
 DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide wbmm wbmm-dw13

@@ -27,7 +27,7 @@ from edgekit.targets import looks_like_path
 from edgekit.training import evaluate_entry
 
 
-def _resolve(name: str) -> tuple[ModelEntry, str | None, Path | None]:
+def resolve_name(name: str) -> tuple[ModelEntry, str | None, Path | None]:
     """The entry, variant and trained checkpoint (None: train one) that ``name`` stands for."""
     if not looks_like_path(name):
         return (*split_name(name), None)
@@ -45,7 +45,7 @@ def _resolve(name: str) -> tuple[ModelEntry, str | None, Path | None]:
 
 def _row(name: str, settings: ProfileSettings, data: str | Path | None,
          progress: Progress | None) -> dict[str, Any]:
-    entry, variant, ckpt_path = _resolve(name)
+    entry, variant, ckpt_path = resolve_name(name)
     dataset = load_dataset(entry.task, data)
     if ckpt_path is None:
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
@@ -82,7 +82,7 @@ def compare(names: Sequence[str],
         raise UsageError("compare needs at least one model name")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
-    tasks = {name: _resolve(name)[0].task for name in names}  # bad names fail before training
+    tasks = {name: resolve_name(name)[0].task for name in names}  # bad names fail before training
     if settings.device is not None:
         load_profile(settings.device)  # so does a bad --device
     metrics = {(t.dataset, t.metric) for t in tasks.values()}
