@@ -1,0 +1,76 @@
+"""``edgekit astra run`` and ``astra bench``: latency of each mode on each emulated link."""
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt
+from edgekit.schema import ANY_OBJECT, NUMBER, STR, ListOf, MapOf, Object, Optional
+
+CASE = Object({"bandwidth": STR, "latency_s": NUMBER, "bytes_per_token_per_block": NUMBER,
+               "compute_s": Optional(NUMBER), "comm_emulated_s": Optional(NUMBER)})
+SCHEMA = Object({"summary": Optional(MapOf(ListOf(CASE))),
+                 "measured": Optional(MapOf(MapOf(ANY_OBJECT))),
+                 "settings": ANY_OBJECT})
+
+
+def _cases(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """(mode, link) cases of a run (its summary) or a bench (its measured medians)."""
+    if doc.get("summary") is not None:
+        return [{"mode": mode, **case} for mode, cases in doc["summary"].items()
+                for case in cases]
+    return [{"mode": mode, "bandwidth": link, **case}
+            for mode, links in (doc.get("measured") or {}).items()
+            for link, case in links.items()]
+
+
+def _hover(c: dict[str, Any]) -> str:
+    parts = [f"<b>{escape(c['mode'])}</b> on {escape(c['bandwidth'])}",
+             f"latency {c['latency_s']:.4f} s (measured, median over reps)"]
+    if c.get("compute_s") is not None:
+        parts.append(f"compute {c['compute_s']:.4f} s (measured)")
+    if c.get("comm_emulated_s") is not None:
+        parts.append(f"wire {c['comm_emulated_s']:.4f} s (emulated link)")
+    parts.append(f"{c['bytes_per_token_per_block']:.1f} bytes/token/block (counted)")
+    return "<br>".join(parts)
+
+
+def _figure(cases: list[dict[str, Any]], name: str) -> Figure:
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    for mode in dict.fromkeys(c["mode"] for c in cases):
+        mine = [c for c in cases if c["mode"] == mode]
+        fig.add_trace(go.Bar(name=mode, x=[c["bandwidth"] for c in mine],
+                             y=[c["latency_s"] for c in mine], hoverinfo="text",
+                             hovertext=[_hover(c) for c in mine]))
+    fig.update_layout(barmode="group", title="latency by link and mode (s)",
+                      xaxis_title="emulated link", yaxis_title="latency (s)", height=420,
+                      hoverlabel={"align": "left"})
+    return Figure(name, fig)
+
+
+def render(results: list[Result]) -> list[Block]:
+    blocks: list[Block] = []
+    for i, result in enumerate(results):
+        doc = result.doc
+        cases = _cases(doc)
+        settings = {**doc["settings"], **(doc.get("result") or {})}
+        where = (f"{settings.get('model', '?')}, {settings.get('world_size', '?')} rank(s), "
+                 f"{settings.get('threads', '?')} thread(s) each")
+        blocks.append(Note(f"{result.kind}: {where}; links emulated on this machine "
+                           f"({result.path})"))
+        if not cases:
+            blocks.append(Note("no cases in this report"))
+            continue
+        blocks.append(_figure(cases, f"astra-{i}"))
+        blocks.append(Table(["mode", "link", "latency s", "compute s", "wire s",
+                             "bytes/token/block"],
+                            [[c["mode"], c["bandwidth"], fmt(c["latency_s"], ".4f"),
+                              fmt(c.get("compute_s"), ".4f"), fmt(c.get("comm_emulated_s"), ".4f"),
+                              fmt(c["bytes_per_token_per_block"], ".1f")] for c in cases]))
+    return blocks
+
+
+SECTION = SectionKind(key="astra", title="ASTRA: latency by link and mode",
+                      schemas={"astra/run": SCHEMA, "astra/bench": SCHEMA}, render=render)

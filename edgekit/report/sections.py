@@ -1,0 +1,9 @@
+"""The page's sections in the order they appear: one module per kind of result."""
+from __future__ import annotations
+
+from edgekit.report import astra, benchmarks, compare, machine, simulate, validate, zipmoe
+from edgekit.report.blocks import SectionKind
+
+SECTIONS: tuple[SectionKind, ...] = (machine.SECTION, compare.SECTION, simulate.SECTION,
+                                     zipmoe.SECTION, astra.SECTION, validate.SECTION,
+                                     benchmarks.SECTION)
