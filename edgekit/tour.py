@@ -74,6 +74,16 @@ def _checkpoint_name(name: str) -> str:
     return f"{name.replace(':', '-')}-{value}{'s' if option == 'seconds' else 'ep'}.safetensors"
 
 
+def _compare_checkpoint(name: str) -> Path:
+    """Where compare caches ``name`` trained to its schedule (the full tour's compare writes it
+    before simulate, profile and validate read it)."""
+    from edgekit.compare.cache import cache_path
+    from edgekit.data import load_dataset
+
+    entry, variant = split_name(name)
+    return cache_path(entry, variant, load_dataset(entry.task))
+
+
 def _trained(names: list[str], cache: Path, full: bool) -> tuple[list[Step], list[str]]:
     """Steps that train ``names`` briefly (short tour, cached) and what compare is then given:
     the checkpoints' file names (it runs in ``cache``) or, for the full tour, the registry names
@@ -101,9 +111,9 @@ def plan(out: Path, full: bool = False) -> Tour:
                       ("compare", *targets, "--duration", duration,
                        "--plot", str(out / "compare.png"), "--csv", str(out / "compare.csv"),
                        "--json", str(out / "compare.json")), cwd=cache))
-    spiking = SPIKING_MODEL if full else str(cache / _checkpoint_name(SPIKING_MODEL))
-    validated = VALIDATED_MODEL if full else str(cache / _checkpoint_name(VALIDATED_MODEL))
-    checkpoint = () if full else ("--checkpoint", spiking)
+    spiking, validated = (str(_compare_checkpoint(n) if full else cache / _checkpoint_name(n))
+                          for n in (SPIKING_MODEL, VALIDATED_MODEL))
+    checkpoint = ("--checkpoint", spiking)
     steps.append(Step("simulate the spiking net: firing rates, SOPs, neuromorphic energy",
                       ("simulate", SPIKING_MODEL, *checkpoint, "--samples",
                        "100" if full else "20", "--duration", duration,

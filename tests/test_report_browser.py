@@ -70,9 +70,12 @@ def _wait(condition, timeout: float = 10.0):
         time.sleep(0.1)
 
 
-def test_no_console_errors(browser, page) -> None:
+def test_no_console_errors_and_nothing_fetched(browser, page) -> None:
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors
+    fetched = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)")
+    assert [url for url in fetched if not url.startswith(("file:", "data:", "blob:"))] == []
 
 
 def test_every_section_and_plot_rendered(browser, page) -> None:
@@ -83,7 +86,7 @@ def test_every_section_and_plot_rendered(browser, page) -> None:
     for section in sections:
         assert section.size["height"] > 40 and section.text.strip(), section.get_attribute("id")
     holders = browser.find_elements(By.CSS_SELECTOR, "div.figure")
-    assert len(holders) >= 8
+    assert len(holders) == 7  # compare x2, simulate x2, moe, astra, validate
     for holder in holders:
         name = holder.get_attribute("data-figure")
         plot = holder.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")
