@@ -1,7 +1,7 @@
 """``edgekit report`` (issue 20): one self-contained page from every kind of result edgekit writes,
 and one error line for anything it cannot read.
 
-The inputs in tests/data/report/ are real outputs of the short tour (``edgekit tour``), kept small.
+The inputs in tests/data/report/ are real outputs of edgekit commands (its README lists them).
 """
 from __future__ import annotations
 

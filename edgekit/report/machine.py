@@ -51,7 +51,7 @@ def _profile_row(r: Result) -> list[str]:
     d = r.doc
     energy = d["energy"]
     per_inf = number(energy.get("energy_per_inference_j"))
-    backend = d["backend"].get("name", "?") if isinstance(d["backend"], dict) else str(d["backend"])
+    backend = f"{d['backend'].get('backend', '?')} ({d['backend'].get('device', '?')})"
     share = number(d["compute"].get("share_of_peak"))
     return [d["target"], d["device"]["display_name"], backend,
             f"batch {d['settings'].get('batch', '?')}, {d['settings'].get('threads', '?')} thr",
@@ -76,6 +76,9 @@ def render(results: list[Result]) -> list[Block]:
                              "share of peak"], [_profile_row(r) for r in profiles],
                             caption="edgekit profile: latency and memory measured; energy as "
                                     "its source says"))
+        notes = dict.fromkeys(r.doc["energy"]["note"] for r in profiles
+                              if r.doc["energy"].get("note"))
+        blocks.extend(Note(f"energy: {note}") for note in notes)
     return blocks
 
 

@@ -41,8 +41,9 @@ def _layer_figure(doc: dict[str, Any], name: str) -> Figure:
     fig.add_trace(go.Bar(x=names, y=[(number(r.get("firing_rate")) or 0) * 100 for r in layers],
                          name="firing rate %", hovertext=hover, hoverinfo="text",
                          marker_color="#d62728"), row=1, col=1)
-    for key, colour in (("sops", "#1f77b4"), ("acs", "#2ca02c"), ("macs", "#9467bd")):
-        fig.add_trace(go.Bar(x=names, y=[r[key] or None for r in layers], name=key.upper(),
+    for key, label, colour in (("sops", "SOPs", "#1f77b4"), ("acs", "ACs", "#2ca02c"),
+                               ("macs", "MACs", "#9467bd")):
+        fig.add_trace(go.Bar(x=names, y=[r[key] or None for r in layers], name=label,
                              hovertext=hover, hoverinfo="text", marker_color=colour),
                       row=2, col=1)
     fig.update_yaxes(type="log", row=2, col=1)
@@ -52,13 +53,13 @@ def _layer_figure(doc: dict[str, Any], name: str) -> Figure:
 
 
 def _energy_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = [{"label": f"{e['model']} · {e['cost_table']}", "energy_j": e["energy_j"],
+    rows = [{"label": e["model"], "table": e["cost_table"], "energy_j": e["energy_j"],
              "how": f"estimated: {e['formula']}",
              "parts": ", ".join(f"{k} {v * 1e6:.3g} µJ" for k, v in e["components_j"].items())}
             for e in doc["energy"]]
     device = doc.get("device_energy")
     if device and number(device.get("energy_j")) is not None:
-        rows.append({"label": f"{device.get('model', 'device')} · profiler",
+        rows.append({"label": str(device.get("model", "device")), "table": "profiler",
                      "energy_j": device["energy_j"], "how": str(device.get("source", "?")),
                      "parts": f"p50 {fmt(device.get('latency_p50_ms'), '.3f')} ms"})
     return rows
@@ -71,11 +72,12 @@ def _energy_figure(doc: dict[str, Any], name: str) -> Figure:
     fig = go.Figure(go.Bar(
         x=[r["energy_j"] * 1e6 for r in rows], y=[r["label"] for r in rows], orientation="h",
         marker_color="#ff7f0e", hoverinfo="text",
-        hovertext=[f"<b>{r['label']}</b><br>{r['energy_j'] * 1e6:.4g} µJ per inference<br>"
-                   f"{r['how']}<br>{r['parts']}" for r in rows]))
+        hovertext=[f"<b>{escape(r['label'])}</b><br>{r['energy_j'] * 1e6:.4g} µJ per inference"
+                   f"<br>{escape(r['table'])}<br>{escape(r['how'])}<br>{escape(r['parts'])}"
+                   for r in rows]))
     fig.update_layout(title="energy per inference under each cost table (µJ, log)",
                       xaxis_type="log", height=120 + 40 * len(rows),
-                      margin={"l": 260, "t": 50}, hoverlabel={"align": "left"})
+                      margin={"l": 200, "t": 50}, hoverlabel={"align": "left"})
     return Figure(name, fig)
 
 
@@ -95,9 +97,9 @@ def render(results: list[Result]) -> list[Block]:
               fmt(r["sops"], ",.0f")] for r in doc["layers"] if _active(r)],
             caption="per inference, mean over the samples"))
         blocks.append(_energy_figure(doc, f"simulate-{i}-energy"))
-        blocks.append(Table(["model · cost table", "µJ", "how", "components"],
-                            [[r["label"], fmt(r["energy_j"], ".4g", 1e6), r["how"], r["parts"]]
-                             for r in _energy_rows(doc)]))
+        blocks.append(Table(["model", "µJ", "cost table", "how", "components"],
+                            [[r["label"], fmt(r["energy_j"], ".4g", 1e6), r["table"], r["how"],
+                              r["parts"]] for r in _energy_rows(doc)]))
     return blocks
 
 
