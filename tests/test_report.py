@@ -121,8 +121,10 @@ def test_a_wrong_field_names_the_file_and_the_field(tmp_path: Path) -> None:
               "compare.json", "rows[1].latency_p50_ms")
 
 
-def test_no_results_and_an_input_as_output_are_refused(tmp_path: Path) -> None:
+def test_no_results_a_missing_file_and_an_input_as_output_are_refused(tmp_path: Path) -> None:
     _one_line(_run("report", "-o", str(tmp_path / "r.html")), "no results")
+    _one_line(_run("report", str(tmp_path / "gone.json"), "-o", str(tmp_path / "r.html")),
+              "gone.json", "does not exist")
     copy = tmp_path / "profile.json"
     shutil.copy(DATA / "profile.json", copy)
     _one_line(_run("report", str(copy), "-o", str(copy)), "overlaps the input")

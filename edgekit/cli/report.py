@@ -7,7 +7,7 @@ from edgekit.cli.common import OUTPUT_FILE, err_console
 
 
 @click.command("report")
-@click.argument("results", nargs=-1, type=click.Path(dir_okay=False))
+@click.argument("results", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=OUTPUT_FILE, default="report.html", show_default=True,
               help="The HTML file to write.")
 @click.option("--force", is_flag=True,
