@@ -14,6 +14,7 @@ class Table:
     headers: Sequence[str]
     rows: Sequence[Sequence[str]]
     caption: str = ""
+    folded: str = ""  # shown folded under this summary (a long listing), or open when empty
 
 
 @dataclass(frozen=True)

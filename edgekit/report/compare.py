@@ -67,7 +67,7 @@ def _plot(doc: dict[str, Any], key: str, scale: float, label: str, flag: str,
             continue
         fig.add_trace(go.Scatter(
             x=[r[key] * scale for r in group], y=[r[metric] * scale_y for r in group],
-            mode="markers+text", name=legend, text=[r["name"] for r in group],
+            mode="markers+text", name=legend, text=[r["name"] for r in group], cliponaxis=False,
             textposition="top center", marker={"size": 11, "color": colour},
             hovertext=[_hover(r, doc) for r in group], hoverinfo="text"))
     front = frontier([sign * r[metric] * scale_y for r in rows], [r[key] * scale for r in rows])

@@ -65,10 +65,12 @@ def _profile_row(r: Result) -> list[str]:
 def render(results: list[Result]) -> list[Block]:
     blocks: list[Block] = []
     for r in (r for r in results if r.kind == "devices"):
-        blocks.append(Note(f"device profiles ({r.path}); this machine is "
-                           f"{r.doc['detected']}"))
-        blocks.append(Table(["profile", "name", "kind", "peaks", "TDP", "file"],
-                            _device_rows(r.doc)))
+        rows = _device_rows(r.doc)
+        detected = [row for row, p in zip(rows, r.doc["profiles"], strict=True)
+                    if p["name"] == r.doc["detected"]]
+        headers = ["profile", "name", "kind", "peaks", "TDP", "file"]
+        blocks.append(Table(headers, detected, caption=f"this machine's profile ({r.path})"))
+        blocks.append(Table(headers, rows, folded=f"all {len(rows)} device profiles"))
     profiles = [r for r in results if r.kind == "profile"]
     if profiles:
         blocks.append(Table(["target", "device", "backend", "settings", "p50 ms", "p99 ms",

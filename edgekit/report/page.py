@@ -30,7 +30,8 @@ h2 { border-bottom: 1px solid #ccc; padding-bottom: .2em; }
 table { border-collapse: collapse; margin: .8em 0; font-size: .9em; }
 th, td { border: 1px solid #ddd; padding: .25em .6em; text-align: right; }
 th { background: #f4f4f4; }
-td:first-child, th:first-child, td.text { text-align: left; }
+td:first-child, th:first-child, td.text, th.text { text-align: left; }
+summary { cursor: pointer; color: #444; }
 caption { caption-side: bottom; text-align: left; color: #555; font-size: .85em;
           padding-top: .3em; }
 p.note { color: #444; }
@@ -50,13 +51,16 @@ footer { margin-top: 3em; color: #666; font-size: .85em; }
 <h2>{{ s.title }}</h2>
 {% for b in s.blocks %}
 {% if b.kind == "table" %}
+{% if b.folded %}<details><summary>{{ b.folded }}</summary>{% endif %}
 <table>
 {% if b.caption %}<caption>{{ b.caption }}</caption>{% endif %}
-<thead><tr>{% for h in b.headers %}<th>{{ h }}</th>{% endfor %}</tr></thead>
+<thead><tr>{% for h in b.headers %}
+<th{% if b.left[loop.index0] %} class="text"{% endif %}>{{ h }}</th>{% endfor %}</tr></thead>
 <tbody>{% for row in b.rows %}<tr>{% for cell in row %}
 <td{% if not cell is numeric_cell %} class="text"{% endif %}>{{ cell }}</td>{% endfor %}</tr>
 {% endfor %}</tbody>
 </table>
+{% if b.folded %}</details>{% endif %}
 {% elif b.kind == "figure" %}
 <div class="figure" data-figure="{{ b.name }}">{{ b.markup }}</div>
 {% else %}
@@ -83,8 +87,11 @@ def _block(block: Table | Figure | Note) -> dict[str, Any]:
     from markupsafe import Markup
 
     if isinstance(block, Table):
+        # a column is left-aligned, header included, when its first cell is words
+        left = [not block.rows or not _numeric(str(block.rows[0][i]))
+                for i in range(len(block.headers))]
         return {"kind": "table", "headers": block.headers, "rows": block.rows,
-                "caption": block.caption}
+                "caption": block.caption, "folded": block.folded, "left": left}
     if isinstance(block, Figure):
         markup = block.figure.to_html(full_html=False, include_plotlyjs=False,
                                       div_id=f"plot-{block.name}",
