@@ -56,9 +56,10 @@ def test_page_is_self_contained(page: str) -> None:
     for outside in (head, rest):
         assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", outside)
         assert "@import" not in outside
-    # compare: latency and energy; simulate: layers and energy; moe; astra; validate
-    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 7
-    for section in ("machine", "device", "compare", "simulate", "zipmoe", "astra",
+    # two compares (digits, WiFi): latency and energy each; simulate: layers and energy; moe;
+    # astra; validate
+    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 9
+    for section in ("machine", "tour", "device", "compare", "simulate", "zipmoe", "astra",
                     "validate", "benchmarks"):
         assert f'<section id="{section}"' in page, section
 
@@ -82,7 +83,7 @@ def test_text_is_escaped(tmp_path: Path) -> None:
 
 def test_cli_writes_the_page_and_replaces_only_its_own(tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    inputs = [str(DATA / "validate.json"), str(DATA / "profile.json")]
+    inputs = [str(DATA / "validate.json"), str(DATA / "tour.json")]
     result = _run("report", *inputs, "-o", str(out))
     assert result.exit_code == 0, result.output
     assert out.read_text().startswith("<!DOCTYPE html>")

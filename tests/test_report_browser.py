@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(
                           "chromium chromium-driver; .ci/run installs them where apt-get exists)")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser(tmp_path_factory):
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -53,12 +53,15 @@ def browser(tmp_path_factory):
     driver.quit()
 
 
-@pytest.fixture(scope="module")
-def page(browser, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("report") / "report.html"
+def test_the_report_renders_in_chromium(browser, tmp_path: Path) -> None:
+    """One browser for every check (a browser per test would start it once per xdist worker)."""
+    out = tmp_path / "report.html"
     write_report(sorted(DATA.glob("*.json")), out)
     browser.get(out.as_uri())
-    return out
+    _no_console_errors_and_nothing_fetched(browser)
+    _every_section_and_plot_rendered(browser)
+    _hovering_a_point_shows_its_figures(browser)
+    _screenshot(browser, tmp_path)
 
 
 def _wait(condition, timeout: float = 10.0):
@@ -70,7 +73,7 @@ def _wait(condition, timeout: float = 10.0):
         time.sleep(0.1)
 
 
-def test_no_console_errors_and_nothing_fetched(browser, page) -> None:
+def _no_console_errors_and_nothing_fetched(browser) -> None:
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
     assert errors == [], errors
     fetched = browser.execute_script(
@@ -78,7 +81,7 @@ def test_no_console_errors_and_nothing_fetched(browser, page) -> None:
     assert [url for url in fetched if not url.startswith(("file:", "data:", "blob:"))] == []
 
 
-def test_every_section_and_plot_rendered(browser, page) -> None:
+def _every_section_and_plot_rendered(browser) -> None:
     from selenium.webdriver.common.by import By
 
     sections = browser.find_elements(By.CSS_SELECTOR, "section.report-section")
@@ -86,7 +89,7 @@ def test_every_section_and_plot_rendered(browser, page) -> None:
     for section in sections:
         assert section.size["height"] > 40 and section.text.strip(), section.get_attribute("id")
     holders = browser.find_elements(By.CSS_SELECTOR, "div.figure")
-    assert len(holders) == 7  # compare x2, simulate x2, moe, astra, validate
+    assert len(holders) == 9  # compare x4 (digits, WiFi), simulate x2, moe, astra, validate
     for holder in holders:
         name = holder.get_attribute("data-figure")
         plot = holder.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")
@@ -95,7 +98,7 @@ def test_every_section_and_plot_rendered(browser, page) -> None:
         assert marks, f"plot {name} drew no point or bar"
 
 
-def test_hovering_a_point_shows_its_figures(browser, page) -> None:
+def _hovering_a_point_shows_its_figures(browser) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
 
@@ -109,7 +112,7 @@ def test_hovering_a_point_shows_its_figures(browser, page) -> None:
     assert "accuracy:" in text and "params" in text, text
 
 
-def test_screenshot(browser, page, tmp_path) -> None:
+def _screenshot(browser, tmp_path: Path) -> None:
     height = browser.execute_script("return document.body.scrollHeight")
     browser.set_window_size(1280, min(height, 2400))
     browser.execute_script("window.scrollTo(0, 0)")

@@ -20,12 +20,14 @@ def render(results: list[Result]) -> list[Block]:
                 if cpu is not None else "")
         blocks.append(Note(f"The {'full' if doc['full'] else 'short'} tour: {len(doc['steps'])} "
                            f"steps in {doc['seconds']:.0f} s{busy}{loaded} ({result.path})."))
-        blocks.extend(Note(f"Shortened: {line}") for line in doc["shortened"])
+        if doc["shortened"]:
+            blocks.append(Note("Shortened: " + "; ".join(doc["shortened"]) + "."))
         blocks.append(Table(["step", "command", "seconds", "CPU seconds"],
                             [[s["step"], " ".join(s["command"]),
                               "cached" if s["cached"] else f"{s['seconds']:.1f}",
                               fmt(s.get("cpu_seconds"), ".1f")]
-                             for s in doc["steps"]]))
+                             for s in doc["steps"]],
+                            folded=f"the {len(doc['steps'])} commands it ran, with their times"))
     return blocks
 
 
