@@ -30,6 +30,9 @@ def test_the_tour_touches_every_method(tmp_path: Path) -> None:
     short, full = tour.plan(tmp_path), tour.plan(tmp_path, full=True)
     assert short.shortened and not full.shortened
     assert any(c.startswith("train spikingresformer --epochs=1") for c in _commands(short))
+    for step in short.steps:  # a brief training is cached where it writes its checkpoint
+        if step.args[0] == "train":
+            assert step.cached == Path(step.args[-1])
     assert not any(c.startswith("train") for c in _commands(full))
 
 

@@ -16,9 +16,9 @@ def report(results: tuple[str, ...], output: str, force: bool) -> None:
     """Write one self-contained HTML page from RESULTS.
 
     RESULTS are the files written by --json of profile, compare, simulate, validate, devices,
-    moe bench, astra run/bench, and the benchmarks' results. The page inlines its scripts and
-    styles: it opens with no network. Hover a point of a plot for every figure and how it was
-    obtained.
+    moe bench and astra run, by edgekit tour (tour.json), and the benchmarks' results. The page
+    inlines its scripts and styles: it opens with no network. Hover a point of a plot for every
+    figure and how it was obtained.
     """
     from edgekit.report import write_report
 

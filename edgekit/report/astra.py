@@ -1,4 +1,4 @@
-"""``edgekit astra run`` and ``astra bench``: latency of each mode on each emulated link."""
+"""``edgekit astra run``: latency of each parallel mode on each emulated link."""
 from __future__ import annotations
 
 from html import escape
@@ -9,19 +9,13 @@ from edgekit.schema import ANY_OBJECT, NUMBER, STR, ListOf, MapOf, Object, Optio
 
 CASE = Object({"bandwidth": STR, "latency_s": NUMBER, "bytes_per_token_per_block": NUMBER,
                "compute_s": Optional(NUMBER), "comm_emulated_s": Optional(NUMBER)})
-SCHEMA = Object({"summary": Optional(MapOf(ListOf(CASE))),
-                 "measured": Optional(MapOf(MapOf(ANY_OBJECT))),
-                 "settings": ANY_OBJECT})
+SCHEMA = Object({"summary": MapOf(ListOf(CASE)), "settings": ANY_OBJECT,
+                 "result": Object({"model": STR, "world_size": NUMBER, "threads": NUMBER})})
 
 
 def _cases(doc: dict[str, Any]) -> list[dict[str, Any]]:
-    """(mode, link) cases of a run (its summary) or a bench (its measured medians)."""
-    if doc.get("summary") is not None:
-        return [{"mode": mode, **case} for mode, cases in doc["summary"].items()
-                for case in cases]
-    return [{"mode": mode, "bandwidth": link, **case}
-            for mode, links in (doc.get("measured") or {}).items()
-            for link, case in links.items()]
+    """One (mode, link) case per row of the run's summary."""
+    return [{"mode": mode, **case} for mode, cases in doc["summary"].items() for case in cases]
 
 
 def _hover(c: dict[str, Any]) -> str:
@@ -55,11 +49,9 @@ def render(results: list[Result]) -> list[Block]:
     for i, result in enumerate(results):
         doc = result.doc
         cases = _cases(doc)
-        settings = {**doc["settings"], **(doc.get("result") or {})}
-        where = (f"{settings.get('model', '?')}, {settings.get('world_size', '?')} rank(s), "
-                 f"{settings.get('threads', '?')} thread(s) each")
-        blocks.append(Note(f"{result.kind}: {where}; links emulated on this machine "
-                           f"({result.path})"))
+        run = doc["result"]
+        blocks.append(Note(f"{run['model']}, {run['world_size']} rank(s), {run['threads']} "
+                           f"thread(s) each; links emulated on this machine ({result.path})"))
         if not cases:
             blocks.append(Note("no cases in this report"))
             continue
@@ -73,4 +65,4 @@ def render(results: list[Result]) -> list[Block]:
 
 
 SECTION = SectionKind(key="astra", title="ASTRA: latency by link and mode",
-                      schemas={"astra/run": SCHEMA, "astra/bench": SCHEMA}, render=render)
+                      schemas={"astra/run": SCHEMA}, render=render)
