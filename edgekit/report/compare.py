@@ -75,7 +75,8 @@ def _plot(doc: dict[str, Any], key: str, scale: float, label: str, flag: str,
         fig.add_trace(go.Scatter(x=[x for x, _ in front], y=[sign * y for _, y in front],
                                  mode="lines", line={"shape": "hv", "color": "#d62728"},
                                  opacity=0.5, name="Pareto frontier", hoverinfo="skip"))
-    unit = " (%)" if metric == "accuracy" else ""
+    unit = (" (%)" if metric == "accuracy"
+            else "" if doc["higher_is_better"] else ", lower is better")
     fig.update_layout(title=f"{metric} against {label}", xaxis_title=label,
                       yaxis_title=f"{metric} on {rows[0]['dataset'] if rows else '?'}{unit}",
                       xaxis_type="log", height=460, margin={"t": 50, "b": 50},
