@@ -25,7 +25,9 @@ NORSE ?= norse>=1.1,<2
 EXTRAS ?= dev,cpu,spiking-deps,fleet
 STAMP := $(VENV)/.edgekit-installed
 DEMO_DIR ?= edgekit-demo
-DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide wbmm wbmm-dw13
+# The demo tour (edgekit/tour.py): every method, then $(DEMO_DIR)/report.html; DEMO=full runs
+# the long version (every model trained to its schedule).
+DEMO ?= short
 
 .PHONY: install demo lint test clean
 
@@ -41,10 +43,7 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 install: $(STAMP)
 
 demo: install
-	@mkdir -p $(DEMO_DIR)
-	$(VENV)/bin/edgekit devices
-	$(VENV)/bin/edgekit compare $(DEMO_MODELS) --backend onnxruntime \
-		--plot $(DEMO_DIR)/compare.png --csv $(DEMO_DIR)/compare.csv --json $(DEMO_DIR)/compare.json
+	$(VENV)/bin/edgekit tour -o $(DEMO_DIR) $(if $(filter full,$(DEMO)),--full)
 
 lint: install
 	$(VENV)/bin/ruff check .
