@@ -118,8 +118,8 @@ class BodyModel:
     shadowing: bool = False
 
 
-# The physical body model, opt-in: about 3x slower to render, and (benchmarks/README.md,
-# wifi_observability.py) it does not yet make yaw or articulation visible to a linear probe.
+# The physical body model, opt-in: it places people better for a linear probe but does not yet
+# make yaw or articulation visible to one (benchmarks/README.md, wifi_observability.py).
 PHYSICAL = (BodyModel(extended=True, shadowing=True), Impairments(packet_interval_s=5e-3))
 
 
