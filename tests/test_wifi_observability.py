@@ -61,3 +61,18 @@ def test_a_body_shadows_the_ray_through_it_and_not_the_ray_beside_it():
     above = body.transmission(np.array([0.0, 0.0, 2.2]), np.array([0.0, 6.0, 2.2]), blk)
     assert through == pytest.approx(10 ** (-body.BODY_LOSS_DB / 20), rel=0.05)
     assert beside == pytest.approx(1.0, abs=1e-3) and above == 1.0
+
+
+def test_physical_rendering_is_finite_deterministic_and_sees_a_raised_arm():
+    from edgekit.methods.wifi_mamba.simulator import PHYSICAL, Geometry, render_csi
+
+    body_model, imp = PHYSICAL
+    quiet = type(imp)(snr_db=300.0, sto_ns=0.0, agc_std=0.0, packet_interval_s=5e-3)
+    two = np.concatenate([_skeleton(0.4, (0.0, 3.0)), _skeleton(2.0, (0.8, 2.2))])  # 2 people
+    still, raised = np.repeat(two[None], 4, 0), np.repeat(two[None], 4, 0)
+    raised[:, 4, 2] += 0.4
+    csi = [render_csi(k, Geometry(), quiet, np.random.default_rng(3), body_model)
+           for k in (still, still, raised)]
+    assert csi[0].shape == (3, 3, 30, 4) and np.isfinite(csi[0]).all()
+    np.testing.assert_array_equal(csi[0], csi[1])
+    assert np.abs(csi[2] - csi[0]).max() > 1e-3 * np.abs(csi[0]).mean()
