@@ -102,7 +102,7 @@ def elements(kpts: np.ndarray) -> dict[str, np.ndarray]:
 
 def scatter(el: dict[str, np.ndarray], tx: np.ndarray, ants: np.ndarray,
             k0: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per element ``(..., N)`` and antenna ``(A, 3)``: complex-free amplitude ``(..., A, N)``,
+    """Per element ``(..., N)`` and antenna ``(A, 3)``: real amplitude ``(..., A, N)``,
     path length ``(..., A, N)`` (metres, via the specular point) and the specular points
     ``(..., A, N, 3)``, at wavenumber ``k0`` for the aspect patterns."""
     c = el["centre"]
