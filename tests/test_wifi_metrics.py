@@ -60,3 +60,29 @@ def test_evaluate_frames_per_person_count():
     assert res["2"]["mpjpe_mm"] == pytest.approx(100.0)  # (0 + 200) / 2
     assert res["2"]["pa_mpjpe_mm"] == pytest.approx(0.0, abs=1e-9)
     assert res["all"]["frames"] == 2 and res["all"]["mpjpe_mm"] == pytest.approx(100.0)
+
+
+def _turned(pose, yaw, shift):
+    c, s = np.cos(yaw), np.sin(yaw)
+    rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    return pose @ rot.T + np.array(shift)
+
+
+def test_template_baseline_is_the_body_frame_mean_and_scores_the_mean_pose_badly():
+    from edgekit.methods.wifi_mamba.metrics import baseline_scores, template_skeleton
+    from edgekit.methods.wifi_mamba.simulator import _TEMPLATE
+
+    # one skeleton standing in many places, facing many ways
+    rng = np.random.default_rng(0)
+    poses = np.stack([_turned(_TEMPLATE, rng.uniform(0, 2 * np.pi), [*rng.uniform(-2, 2, 2), 0])
+                      for _ in range(40)])
+    tpl = template_skeleton(poses)
+    assert pa_mpjpe(tpl, _TEMPLATE) == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_allclose(tpl[:, 2], _TEMPLATE[:, 2], atol=1e-9)  # heights kept
+    gts = np.zeros((40, 3, 14, 3))
+    gts[:, 0] = poses
+    scores = baseline_scores(poses, gts, np.ones(40, int))
+    assert scores["template"]["all"]["pa_mpjpe_mm"] == pytest.approx(0.0, abs=1e-6)
+    # the world-frame mean of turned skeletons is a collapsed one: far worse after alignment
+    assert scores["mean_pose"]["all"]["pa_mpjpe_mm"] > 50
+    assert scores["template"]["all"]["frames"] == 40

@@ -109,3 +109,22 @@ def test_edgekit_train_rejects_a_bad_budget(tmp_path):
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("edgekit: error: Invalid value for '--seconds': 0.0 is not in the "
                            "range 0<x<=604800.0.")
+
+
+def test_body_frame_loss_ignores_place_and_heading_but_not_shape():
+    from edgekit.methods.wifi_mamba.loss import body_frame_l1
+    from edgekit.methods.wifi_mamba.simulator import _TEMPLATE
+
+    gt = torch.tensor(_TEMPLATE, dtype=torch.float32)[None]
+    yaw = torch.tensor(1.1)
+    rot = torch.tensor([[torch.cos(yaw), -torch.sin(yaw), 0.0],
+                        [torch.sin(yaw), torch.cos(yaw), 0.0], [0.0, 0.0, 1.0]])
+    moved = gt @ rot.T + torch.tensor([1.5, -0.7, 0.0])  # the right pose, elsewhere, turned
+    assert float(body_frame_l1(moved, gt)) < 1e-5
+    assert float((moved - gt).abs().sum(-1).mean()) > 0.5  # the world L1 sees the move
+    raised = moved.clone()
+    raised[0, 4, 2] += 0.5  # right wrist up
+    assert float(body_frame_l1(raised, gt)) == pytest.approx(0.5 / 14, rel=1e-3)
+    moved.requires_grad_(True)
+    body_frame_l1(moved * 1.1, gt).backward()
+    assert torch.isfinite(moved.grad).all() and moved.grad.abs().sum() > 0

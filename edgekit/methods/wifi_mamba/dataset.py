@@ -91,6 +91,7 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     from edgekit.methods.wifi_mamba.train import (
         _streams,
         _windows,
+        baselines,
         evaluate_pose_model,
         train_pose_model,
     )
@@ -113,7 +114,8 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                                    batch=settings.batch_size, lr=settings.lr, seed=seed,
                                    max_steps=None if seconds else steps, on_step=on_step)
     test = to_split(dataset.x_test, dataset.y_test)
-    details = {"steps": steps, "test": evaluate_pose_model(model, test)}
+    details = {"steps": steps, "test": evaluate_pose_model(model, test),
+               "baselines": baselines(split, test)}
     if _streams(model):
         details["test_without_memory"] = evaluate_pose_model(model, test, memory=False)
     if seconds is not None:  # epochs worth of windows that the budget allowed

@@ -9,6 +9,12 @@ Multi-person frames follow Person-in-WiFi 3D's convention [ours where it is sile
 person is matched to one predicted query by the Hungarian algorithm on MPJPE, and the frame's
 error is the mean over its true persons; detection quality (missed or extra persons) is a
 separate question that these numbers do not answer.
+
+Two baselines that see no CSI frame a model's figures: the mean pose (the training keypoints'
+average in world coordinates, a blurred skeleton at the average place) and the template (the
+average training skeleton in the body frame, a well-formed skeleton that knows neither where
+the person is nor how they move). PA-MPJPE forgives the template its place and heading, so a
+model has learnt pose only if it beats the template there.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from edgekit.methods.wifi_mamba.body import body_frame
 from edgekit.methods.wifi_mamba.matching import match_poses
 
 MM = 1000.0  # keypoints are in metres
@@ -77,3 +84,33 @@ def evaluate_frames(preds: Iterable[np.ndarray], gts: np.ndarray,
         out["all"] = {"mpjpe_mm": float(errs[:, 0].mean()), "pa_mpjpe_mm": float(errs[:, 1].mean()),
                       "frames": len(errs)}
     return out
+
+
+def to_body_frame(kpts: np.ndarray) -> np.ndarray:
+    """``(..., J, 3)`` skeletons with the hip centre at the origin and the body's lateral
+    (right-to-left) axis along +x, forward along +y; heights unchanged."""
+    kpts = np.asarray(kpts, np.float64)
+    lat, fwd = body_frame(kpts)
+    hips = 0.5 * (kpts[..., 8, :] + kpts[..., 11, :]) * np.array([1.0, 1.0, 0.0])
+    rel = kpts - hips[..., None, :]
+    return np.stack([(rel * lat[..., None, :]).sum(-1), (rel * fwd[..., None, :]).sum(-1),
+                     rel[..., 2]], axis=-1)
+
+
+def template_skeleton(kpts: np.ndarray) -> np.ndarray:
+    """The mean body-frame skeleton ``(J, 3)`` of skeletons ``(N, J, 3)``."""
+    return to_body_frame(kpts).mean(0)
+
+
+def baseline_scores(train_kpts: np.ndarray, gts: np.ndarray, n_persons: np.ndarray,
+                    queries: int = 3) -> dict[str, dict[str, dict[str, float]]]:
+    """``evaluate_frames`` of the two constant baselines fitted on ``train_kpts`` (N, J, 3), the
+    valid training skeletons: ``mean_pose`` and ``template`` (placed at the mean hip centre,
+    facing +y: its MPJPE means little, its PA-MPJPE is the bar for pose)."""
+    train_kpts = np.asarray(train_kpts, np.float64)
+    hips = 0.5 * (train_kpts[:, 8] + train_kpts[:, 11]) * np.array([1.0, 1.0, 0.0])
+    poses = {"mean_pose": train_kpts.mean(0),
+             "template": template_skeleton(train_kpts) + hips.mean(0)}
+    return {name: evaluate_frames(
+        (np.broadcast_to(pose, (queries, *pose.shape)) for _ in range(len(gts))), gts, n_persons)
+        for name, pose in poses.items()}

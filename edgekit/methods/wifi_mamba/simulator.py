@@ -5,18 +5,31 @@ No public CSI can ship with edgekit, so this renders complex CSI ``(3, 3, 30, 20
 "Understanding and Modeling of WiFi Signal Based Human Activity Recognition", MobiCom 2015]:
 
     H[r, a, k, p] = g_rp · e^{j(φ_rp + 2π k Δf τ_rp)}
-                    · Σ_m  γ_m / L_m(p) · e^{-j 2π f_k L_m(p) / c}  + n
+                    · Σ_m  T_m(p) · γ_m(p) · e^{-j 2π f_k L_m(p) / c}  + n
 
-over paths m: the line of sight (γ = 1, L = |tx - rx_a|), a few static wall reflections (image
-sources, fixed per room) and one path per body keypoint (γ = reflectivity of that body part,
-bistatic length L = |tx - q| + |q - rx_a| with the 1/(|tx - q|·|q - rx_a|) spreading of a point
-scatterer). ``f_k`` are the 30 Intel 5300 subcarriers of the 5.64 GHz channel; the hardware adds
-per-packet random phase offsets (carrier frequency offset φ and sampling time offset τ, the linear
-slope that phase sanitisation removes), automatic gain control g and thermal noise n.
+over paths m: the line of sight (γ = 1/L, L = |tx - rx_a|), a few static wall reflections (image
+sources, fixed per room) and the body's paths: one per keypoint (γ = reflectivity of that body
+part, bistatic length L = |tx - q| + |q - rx_a|, spreading 1/(|tx - q|·|q - rx_a|)), or with
+the physical body model every bone a cylinder cut into elements, the torso an elliptic cylinder,
+the head a sphere, each returning from its specular point with a physical-optics gain that
+depends on its orientation to the transmitter and receiver (``body.py``); there a body shadows
+the rays that cross it (T < 1), other people's and the static ones, and the torso hides a
+person's own far limbs. ``f_k`` are the 30 Intel 5300 subcarriers of the 5.64 GHz
+channel; the hardware adds per-packet random phase offsets (carrier frequency offset φ and
+sampling time offset τ, the linear slope that phase sanitisation removes), automatic gain
+control g and thermal noise n.
 
 People walk (speed, heading, gait cycle with arm and leg swing, occasional arm raises) inside the
-sensing area and bounce off its borders; packets within a frame sample the motion, so Doppler and
-micro-motion appear across the 20 packets; frames of one sequence are consecutive.
+sensing area and bounce off its borders; packets within a frame sample the motion (1 ms apart by
+default; ``PHYSICAL`` spreads them 5 ms apart over the whole frame), so Doppler and micro-motion
+appear across the 20 packets; frames of one sequence are consecutive and labelled at their
+middle packet.
+
+The body model is a choice (``BodyModel``): by default one point scatterer per keypoint, as the
+simulator has always rendered (the built-in dataset); ``PHYSICAL`` renders bones as cylinders
+with orientation-dependent returns, the torso as an elliptic cylinder, and body shadowing.
+Neither lets a ridge probe recover body yaw or articulation from the preprocessed CSI
+(``benchmarks/wifi_observability.py``), so pose figures on this data measure localisation.
 """
 from __future__ import annotations
 
@@ -24,7 +37,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from edgekit.methods.wifi_mamba import body as bodies
 from edgekit.methods.wifi_mamba.csi import (
+    CENTER_FREQ_HZ,
     CSI_SHAPE,
     N_ANT,
     N_KPT,
@@ -88,9 +103,24 @@ class Impairments:
     snr_db: float = 25.0
     sto_ns: float = 40.0  # sampling time offset drawn in +-sto_ns per packet and receiver
     agc_std: float = 0.05  # log-normal gain jitter
-    body_gain: float = 0.5  # scales every keypoint's reflectivity
-    packet_interval_s: float = 1e-3
+    body_gain: float = 0.5  # scales every keypoint's reflectivity (point-scatterer body only)
+    packet_interval_s: float = 1e-3  # PHYSICAL spreads the 20 packets over the 0.1 s frame
     frame_interval_s: float = 0.1
+
+
+@dataclass(frozen=True)
+class BodyModel:
+    """How a body interacts with the radio: one point scatterer per keypoint (the default) or
+    extended scatterers (bones as cylinders with orientation-dependent returns, ``body.py``);
+    shadowing or not."""
+
+    extended: bool = False
+    shadowing: bool = False
+
+
+# The physical body model, opt-in: it places people better for a linear probe but does not yet
+# make yaw or articulation visible to one (benchmarks/README.md, wifi_observability.py).
+PHYSICAL = (BodyModel(extended=True, shadowing=True), Impairments(packet_interval_s=5e-3))
 
 
 @dataclass(frozen=True)
@@ -160,11 +190,13 @@ class _Walker:
 
 
 def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
-               rng: np.random.Generator) -> np.ndarray:
-    """CSI ``(3, 3, 30, P)`` for keypoints ``(P, M, 3)`` (all persons' keypoints per packet)."""
+               rng: np.random.Generator, body: BodyModel = BodyModel()) -> np.ndarray:
+    """CSI ``(3, 3, 30, P)`` for keypoints ``(P, M, 3)`` (all persons' keypoints per packet,
+    ``M`` a multiple of 14)."""
     ants = geo.antennas().reshape(N_RX * N_ANT, 3)  # (9, 3)
     refl_pts, refl_gain = geo.reflectors()
     n_pkt, m = keypoints.shape[:2]
+    persons = keypoints.reshape(n_pkt, m // N_KPT, N_KPT, 3)
     k = 2 * np.pi * SUBCARRIER_FREQ_HZ / C  # (30,) wavenumbers
     # line of sight and static reflections: (9, R+1) lengths and gains
     los = np.linalg.norm(ants - geo.tx, axis=-1)[:, None]
@@ -172,15 +204,20 @@ def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
     d2 = np.linalg.norm(ants[:, None] - refl_pts[None], axis=-1)  # (9, R)
     static_len = np.concatenate([los, d1[None] + d2], axis=1)
     static_amp = np.concatenate([1.0 / los, refl_gain[None] / (d1[None] * d2)], axis=1)
-    h_static = (static_amp[..., None] * np.exp(-1j * static_len[..., None] * k)).sum(1)  # (9, 30)
-    # body keypoints, per packet: (P, M) and (P, 9, M)
-    b1 = np.linalg.norm(keypoints - geo.tx, axis=-1)
-    b2 = np.linalg.norm(ants[None, :, None] - keypoints[:, None], axis=-1)
-    gamma = imp.body_gain * np.tile(_REFLECTIVITY, m // N_KPT)
-    amp = gamma[None, None] / (b1[:, None] * b2)
-    length = b1[:, None] + b2
-    h_body = np.einsum("pam,pamk->pak", amp, np.exp(-1j * length[..., None] * k))  # (P, 9, 30)
-    h = h_static[None] + h_body
+    static_amp = np.broadcast_to(static_amp, (n_pkt, *static_amp.shape))
+    if body.shadowing:
+        static_amp = static_amp * _static_transmission(persons, geo.tx, ants, refl_pts)
+    h_static = np.einsum("par,ark->pak", static_amp, np.exp(-1j * static_len[..., None] * k))
+    if body.extended:
+        amp, length = _extended_paths(persons, geo.tx, ants, body.shadowing)
+    else:  # one point scatterer per keypoint: (P, M) and (P, 9, M)
+        b1 = np.linalg.norm(keypoints - geo.tx, axis=-1)
+        b2 = np.linalg.norm(ants[None, :, None] - keypoints[:, None], axis=-1)
+        gamma = imp.body_gain * np.tile(_REFLECTIVITY, m // N_KPT)
+        amp = gamma[None, None] / (b1[:, None] * b2)
+        length = b1[:, None] + b2
+    h_body = np.einsum("pam,pamk->pak", amp.astype(np.float32), _phasor(length))  # (P, 9, 30)
+    h = h_static + h_body
     # hardware: per packet and receiver phase offset, time offset (linear slope) and gain
     phi = rng.uniform(0, 2 * np.pi, (n_pkt, N_RX))
     tau = rng.uniform(-imp.sto_ns, imp.sto_ns, (n_pkt, N_RX)) * 1e-9
@@ -191,6 +228,59 @@ def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
     noise_std = np.sqrt(np.mean(np.abs(h) ** 2) / 10 ** (imp.snr_db / 10) / 2)
     h = h + noise_std * (rng.standard_normal(h.shape) + 1j * rng.standard_normal(h.shape))
     return np.moveaxis(h, 0, -1)  # (3, 3, 30, P)
+
+
+def _phasor(length: np.ndarray) -> np.ndarray:
+    """``exp(-j k L)`` over the 30 subcarriers ``(..., 30)`` complex64, the bulk of the rendering
+    time: each half of the band is 15 subcarriers 4 apart, so three exponentials and a running
+    product give all 30 (exact to float64 rounding)."""
+    kk = 2 * np.pi * SUBCARRIER_FREQ_HZ / C
+    step = kk[1] - kk[0]
+    ratio = np.exp(-1j * step * length)[..., None]
+    powers = np.cumprod(np.broadcast_to(ratio, (*length.shape, 14)), axis=-1)
+    halves = []
+    for first in (kk[0], kk[15]):
+        base = np.exp(-1j * first * length)[..., None]
+        halves += [base, base * powers]
+    return np.concatenate(halves, axis=-1).astype(np.complex64)
+
+
+def _expand(blk: dict[str, np.ndarray], axes: tuple[int, ...]) -> dict[str, np.ndarray]:
+    return {name: np.expand_dims(v, axes) for name, v in blk.items()}
+
+
+def _static_transmission(persons: np.ndarray, tx: np.ndarray, ants: np.ndarray,
+                         refl_pts: np.ndarray) -> np.ndarray:
+    """``(P, 9, R+1)`` amplitude factors of the line of sight and the wall paths through the
+    people ``(P, M, 14, 3)``."""
+    blk = bodies.blockers(persons)  # fields (P, M[, 3])
+    los = bodies.transmission(tx, ants[None, :, None], _expand(blk, (1,))).prod(-1)  # (P, 9)
+    leg1 = bodies.transmission(tx, refl_pts[None, :, None], _expand(blk, (1,))).prod(-1)
+    leg2 = bodies.transmission(refl_pts[None, None, :, None], ants[None, :, None, None],
+                               _expand(blk, (1, 2))).prod(-1)  # (P, 9, R)
+    return np.concatenate([los[..., None], leg1[:, None] * leg2], axis=-1)
+
+
+def _extended_paths(persons: np.ndarray, tx: np.ndarray, ants: np.ndarray,
+                    shadowing: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Amplitudes and path lengths ``(P, 9, M·E)`` of every body element of ``(P, M, 14, 3)``."""
+    n_pkt, n_persons = persons.shape[:2]
+    el = bodies.elements(persons)  # fields (P, M, E[, 3])
+    flat = {name: v.reshape(n_pkt, -1, *v.shape[3:]) for name, v in el.items()}  # (P, N[, 3])
+    amp, length, point = bodies.scatter(flat, tx, ants, 2 * np.pi * CENTER_FREQ_HZ / C)
+    if not shadowing:
+        return amp, length
+    owner = np.repeat(np.arange(n_persons), bodies.N_ELEMENTS)  # (N,)
+    blk = _expand(bodies.blockers(persons), (1, 2))  # (P, 1, 1, M[, 3])
+    start, end = point[..., None, :], ants[None, :, None, None]  # rays from specular points
+    through = (bodies.transmission(tx, start, blk) * bodies.transmission(start, end, blk))
+    through = np.where(owner[:, None] == np.arange(n_persons), 1.0, through).prod(-1)
+    own = {name: np.expand_dims(v[:, owner], 1)  # each element's own torso: (P, 1, N[, 3])
+           for name, v in bodies.torso_blockers(persons).items()}
+    hidden = bodies.transmission(tx, point, own) * bodies.transmission(point, ants[None, :, None],
+                                                                       own)
+    through = through * np.where(flat["limb"][:, None], hidden, 1.0)
+    return amp * through, length
 
 
 def _place(rng: np.random.Generator, n: int, geo: Geometry,
@@ -205,10 +295,11 @@ def _place(rng: np.random.Generator, n: int, geo: Geometry,
 
 def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
                       geo: Geometry = Geometry(), imp: Impairments = Impairments(),
-                      n_packets: int = N_PKT) -> tuple[np.ndarray, np.ndarray]:
+                      n_packets: int = N_PKT, body: BodyModel = BodyModel()
+                      ) -> tuple[np.ndarray, np.ndarray]:
     """Consecutive frames of 1..3 walking people: CSI ``(F, 3, 3, 30, n_packets)`` complex64 and
     keypoints ``(F, 3, 14, 3)`` float32 (zero rows beyond ``n_persons``), labelled at each
-    frame's first packet."""
+    frame's middle packet."""
     if not 1 <= n_persons <= MAX_PERSONS:
         raise ValueError(f"n_persons must be 1..{MAX_PERSONS}, got {n_persons}")
     walkers = [_Walker(rng, p, geo) for p in _place(rng, n_persons, geo)]
@@ -217,8 +308,8 @@ def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
     kpts = np.zeros((n_frames, MAX_PERSONS, N_KPT, 3), np.float32)
     for f in range(n_frames):
         poses = [w.poses(t) for w in walkers]  # each (P, 14, 3)
-        kpts[f, :n_persons] = np.stack([p[0] for p in poses])
-        csi[f] = render_csi(np.concatenate(poses, axis=1), geo, imp, rng)
+        kpts[f, :n_persons] = np.stack([p[n_packets // 2] for p in poses])
+        csi[f] = render_csi(np.concatenate(poses, axis=1), geo, imp, rng, body)
         for w in walkers:
             w.step(imp.frame_interval_s)
             w.gait_phase += 2 * np.pi * w.gait_hz * imp.frame_interval_s
@@ -227,13 +318,13 @@ def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
 
 def simulate_dataset(n_sequences: int, frames_per_sequence: int, seed: int = 0,
                      persons: tuple[int, ...] = (1, 2, 3), geo: Geometry = Geometry(),
-                     imp: Impairments = Impairments()) -> PoseData:
+                     imp: Impairments = Impairments(), body: BodyModel = BodyModel()) -> PoseData:
     """``n_sequences`` sequences, person counts cycling through ``persons``."""
     rng = np.random.default_rng(seed)
     csis, kpts, counts, seqs = [], [], [], []
     for s in range(n_sequences):
         n = persons[s % len(persons)]
-        c, k = simulate_sequence(frames_per_sequence, n, rng, geo, imp)
+        c, k = simulate_sequence(frames_per_sequence, n, rng, geo, imp, body=body)
         csis.append(c)
         kpts.append(k)
         counts.append(np.full(frames_per_sequence, n, np.int64))

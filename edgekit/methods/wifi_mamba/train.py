@@ -22,7 +22,7 @@ from torch import nn
 
 from edgekit.methods.wifi_mamba.csi import preprocess
 from edgekit.methods.wifi_mamba.loss import set_loss
-from edgekit.methods.wifi_mamba.metrics import evaluate_frames
+from edgekit.methods.wifi_mamba.metrics import baseline_scores, evaluate_frames
 from edgekit.methods.wifi_mamba.simulator import PoseData
 
 
@@ -47,9 +47,18 @@ def _windows(seq: np.ndarray, window: int) -> np.ndarray:
     return starts[seq[starts] == seq[starts + window - 1]]
 
 
+def _valid(split: PoseSplit) -> np.ndarray:
+    """Every present person's skeleton ``(N, 14, 3)``."""
+    return split.keypoints[np.arange(split.keypoints.shape[1])[None] < split.n_persons[:, None]]
+
+
 def mean_pose(split: PoseSplit) -> torch.Tensor:
-    valid = np.arange(split.keypoints.shape[1])[None] < split.n_persons[:, None]
-    return torch.from_numpy(split.keypoints[valid].mean(0))  # (14, 3)
+    return torch.from_numpy(_valid(split).mean(0))  # (14, 3)
+
+
+def baselines(train: PoseSplit, test: PoseSplit) -> dict[str, Any]:
+    """Scores on ``test`` of the mean pose and the body-frame template fitted on ``train``."""
+    return baseline_scores(_valid(train), test.keypoints, test.n_persons)
 
 
 def input_stats(split: PoseSplit) -> tuple[torch.Tensor, torch.Tensor]:

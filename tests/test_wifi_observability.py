@@ -1,0 +1,78 @@
+"""The pose probe and the physical body model of the CSI simulator (methods.md §6)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from edgekit.methods.wifi_mamba import body
+from edgekit.methods.wifi_mamba.observability import articulation, body_yaw, probe
+from edgekit.methods.wifi_mamba.simulator import _TEMPLATE
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+
+def _skeleton(yaw, centre=(0.0, 3.0), raise_wrist=0.0):
+    """The template standing at ``centre`` facing ``yaw`` (forward = (cos, sin))."""
+    local = _TEMPLATE.copy()
+    local[4, 2] += raise_wrist
+    c, s = np.cos(yaw), np.sin(yaw)
+    x = local[:, 0] * s + local[:, 1] * c + centre[0]
+    y = -local[:, 0] * c + local[:, 1] * s + centre[1]
+    return np.stack([x, y, local[:, 2]], axis=-1)
+
+
+def test_targets_read_from_skeletons():
+    for yaw in (0.3, 2.0, -2.5):
+        assert body_yaw(_skeleton(yaw)) == pytest.approx(yaw)
+    art = articulation(np.stack([_skeleton(1.0), _skeleton(1.0, raise_wrist=0.4)]))
+    assert art["wrist_height"][1] - art["wrist_height"][0] == pytest.approx(0.4)
+    assert art["ankle_swing"] == pytest.approx([0.0, 0.0], abs=1e-9)
+
+
+def test_probe_finds_pose_where_the_features_carry_it_and_not_where_they_do_not():
+    rng = np.random.default_rng(0)
+    yaw = rng.uniform(-np.pi, np.pi, 300)
+    lift = rng.uniform(0, 0.5, 300)
+    kpts = np.stack([_skeleton(a, raise_wrist=r) for a, r in zip(yaw, lift, strict=True)])
+    mix = rng.standard_normal((3, 2 * 6 * 4))
+    carried = np.stack([np.cos(yaw), np.sin(yaw), lift], 1) @ mix
+    x = (carried + 0.05 * rng.standard_normal(carried.shape)).reshape(300, 2, 6, 4)
+    good = probe(x[:200], kpts[:200], x[200:], kpts[200:])
+    assert good["yaw_error_deg"] < 10 and good["wrist_height_r2"] > 0.9
+    blind = probe(x[:200], kpts[:200], rng.permutation(x[200:]), kpts[200:])
+    assert blind["yaw_error_deg"] > 60 and blind["wrist_height_r2"] < 0.2
+
+
+def test_torso_returns_more_from_the_front_than_from_the_side():
+    tx, rx = np.array([0.0, 0.0, 1.2]), np.array([[0.3, 0.0, 1.2]])  # nearly monostatic
+    amps = []
+    for yaw in (-np.pi / 2, 0.0):  # facing the radios, then side-on
+        el = body.elements(_skeleton(yaw))
+        amp, _, _ = body.scatter(el, tx, rx, 118.0)
+        torso = slice(body.SUBSEGMENTS * len(body.BONES), body.SUBSEGMENTS * (len(body.BONES) + 1))
+        amps.append(amp[0, torso].sum())
+    assert amps[0] > 1.5 * amps[1]
+
+
+def test_a_body_shadows_the_ray_through_it_and_not_the_ray_beside_it():
+    blk = body.blockers(_skeleton(0.0, centre=(0.0, 3.0)))
+    through = body.transmission(np.array([0.0, 0.0, 1.0]), np.array([0.0, 6.0, 1.0]), blk)
+    beside = body.transmission(np.array([1.0, 0.0, 1.0]), np.array([1.0, 6.0, 1.0]), blk)
+    above = body.transmission(np.array([0.0, 0.0, 2.2]), np.array([0.0, 6.0, 2.2]), blk)
+    assert through == pytest.approx(10 ** (-body.BODY_LOSS_DB / 20), rel=0.05)
+    assert beside == pytest.approx(1.0, abs=1e-3) and above == 1.0
+
+
+def test_physical_rendering_is_finite_deterministic_and_sees_a_raised_arm():
+    from edgekit.methods.wifi_mamba.simulator import PHYSICAL, Geometry, render_csi
+
+    body_model, imp = PHYSICAL
+    quiet = type(imp)(snr_db=300.0, sto_ns=0.0, agc_std=0.0, packet_interval_s=5e-3)
+    two = np.concatenate([_skeleton(0.4, (0.0, 3.0)), _skeleton(2.0, (0.8, 2.2))])  # 2 people
+    still, raised = np.repeat(two[None], 4, 0), np.repeat(two[None], 4, 0)
+    raised[:, 4, 2] += 0.4
+    csi = [render_csi(k, Geometry(), quiet, np.random.default_rng(3), body_model)
+           for k in (still, still, raised)]
+    assert csi[0].shape == (3, 3, 30, 4) and np.isfinite(csi[0]).all()
+    np.testing.assert_array_equal(csi[0], csi[1])
+    assert np.abs(csi[2] - csi[0]).max() > 1e-3 * np.abs(csi[0]).mean()
