@@ -29,6 +29,7 @@ from edgekit.exporters.quantize import (
     validate_precision,
 )
 from edgekit.exporters.reference import load_reference
+from edgekit.exporters.run import validate
 from edgekit.precisions import ONNX, get_precision
 from edgekit.targets import load_model_source
 
@@ -79,6 +80,9 @@ def test_int8_static_manifest_records_method_calibration_and_test_accuracy(fp32,
         (fp32.folder / "reference.npz").read_bytes()
     assert m["files"]["model.onnx"]["bytes"] < fp32.size_bytes
     assert load_artifact(int8.folder).manifest["precision"] == "int8"  # reads back
+    checked = validate(str(int8.folder))  # edgekit validate: the same per-output tolerance
+    assert checked.report.passed and checked.tolerance_basis == "default for int8, per output"
+    assert checked.report.outputs[0].atol == int8.validation.outputs[0].atol
 
 
 def test_tolerance_follows_the_precision_and_a_broken_int8_graph_fails(fp32, int8, tmp_path):

@@ -44,19 +44,24 @@ def format_score(metric: str, value: float) -> str:
 def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
     metric = result["metric"]
+    by_precision = bool(result.get("precisions"))  # --precision: its column and the file size
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
                   title_style="bold")
-    for col in ("", "model", "precision", metric, "params", "MFLOPs", "KiB", "p50 ms", "p99 ms",
-                "samples/s", "mJ/inf"):
+    columns = ("", "model", *(("precision",) if by_precision else ()), metric, "params",
+               "MFLOPs", *(("KiB",) if by_precision else ()), "p50 ms", "p99 ms", "samples/s",
+               "mJ/inf")
+    for col in columns:
         table.add_column(col, justify="left" if col in ("", "model", "precision") else "right")
     for r in result["rows"]:
         mark = (("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
                 + ("!" if r.get("validated") is False else ""))
         energy = r["energy_per_inference_j"]
-        table.add_row(mark, r["name"], r["precision"], format_score(metric, r[metric]),
-                      f"{r['params']:,}", f"{r['flops_per_sample'] / 1e6:.3f}",
-                      f"{r['size_bytes'] / 1024:.1f}", f"{r['latency_p50_ms']:.3f}",
-                      f"{r['latency_p99_ms']:.3f}", f"{r['throughput_per_s']:.0f}",
+        table.add_row(mark, r["name"], *((r["precision"],) if by_precision else ()),
+                      format_score(metric, r[metric]), f"{r['params']:,}",
+                      f"{r['flops_per_sample'] / 1e6:.3f}",
+                      *((f"{r['size_bytes'] / 1024:.1f}",) if by_precision else ()),
+                      f"{r['latency_p50_ms']:.3f}", f"{r['latency_p99_ms']:.3f}",
+                      f"{r['throughput_per_s']:.0f}",
                       "-" if math.isnan(energy) else f"{energy * 1e3:.4f}")
     return table
 

@@ -49,7 +49,8 @@ def validate(target: str, against: str, atol: float | None, rtol: float | None,
     """
     checked = run_validate(target, against, atol, rtol)
     art, report, why = checked.artifact, checked.report, checked.tolerance_basis
-    precision = (art.manifest.get("tensorrt") or {}).get("precision", "fp32")
+    precision = ((art.manifest.get("tensorrt") or {}).get("precision")
+                 or art.manifest.get("precision", "fp32"))
     first = report.outputs[0] if report.outputs else None
     console.print(f"validating {art.folder} ({art.format}, {precision}) against {report.against} "
                   f"on {report.inputs}")
