@@ -40,10 +40,12 @@ def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -
     """Options that do not apply to this export are an error, not silently ignored."""
     if fmt == "onnx":
         _check_onnx_precision(values)
+    if fmt not in _ENGINE_FORMATS + ("onnx",) and values["precision"]:
+        raise UsageError("--precision applies to --to onnx, --to tensorrt and --to jetson-bundle")
     if fmt not in _ENGINE_FORMATS:
-        onnx_ok = _ONNX_INT8_OPTIONS + ("precision",) if fmt == "onnx" else ()
+        onnx_ok = _ONNX_INT8_OPTIONS if fmt == "onnx" else ()
         extra = _given(values, tuple(n for n in _ENGINE_OPTIONS + _INT8_OPTIONS
-                                     + ("precision", "cuda_graph") if n not in onnx_ok))
+                                     + ("cuda_graph",) if n not in onnx_ok))
         if extra:
             raise UsageError(f"{', '.join(extra)} apply to --to tensorrt and --to jetson-bundle")
     if fmt != "onnx" and values["quantization"]:
