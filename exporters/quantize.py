@@ -46,6 +46,7 @@ from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.optional import ONNXRUNTIME, require
 from edgekit.precisions import ONNX, get_precision
 from edgekit.provenance import provenance
+from edgekit.quiet import quiet
 
 QUANTIZATIONS = ("static", "dynamic")
 MODEL_FILE = "model.onnx"
@@ -56,6 +57,8 @@ MODEL_FILE = "model.onnx"
 # layers of the built-in models with room; a wrong graph (a flipped weight, a missing layer) is off
 # by a large fraction of max|r|, far beyond it.
 TOLERANCE_HEADROOM = 16
+# ONNX Runtime's quantizer logs advice on the root logger and warns; neither is the user's concern.
+_CHATTY = ("", "onnxruntime")
 _ORT_CALIBRATION = {"entropy": "Entropy", "minmax": "MinMax"}
 
 
@@ -119,7 +122,8 @@ def _to_fp16(fp32: Path, out: Path) -> dict[str, Any]:
     import onnx
 
     float16 = require("onnxruntime.transformers.float16", ONNXRUNTIME, "fp16 conversion")
-    model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
+    with quiet(*_CHATTY):
+        model = float16.convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
     onnx.save(model, str(out))
     return {"method": "fp16 conversion, float32 inputs and outputs kept",
             "tool": "onnxruntime.transformers.float16.convert_float_to_float16"}
@@ -127,7 +131,8 @@ def _to_fp16(fp32: Path, out: Path) -> dict[str, Any]:
 
 def _to_int8_dynamic(fp32: Path, out: Path) -> dict[str, Any]:
     q = require("onnxruntime.quantization", ONNXRUNTIME, "int8 quantization")
-    q.quantize_dynamic(str(fp32), str(out), weight_type=q.QuantType.QInt8, per_channel=True)
+    with quiet(*_CHATTY):
+        q.quantize_dynamic(str(fp32), str(out), weight_type=q.QuantType.QInt8, per_channel=True)
     return {"method": "dynamic int8: int8 weights per channel, activation ranges at run time",
             "tool": "onnxruntime.quantization.quantize_dynamic", "calibration": None}
 
@@ -135,7 +140,6 @@ def _to_int8_dynamic(fp32: Path, out: Path) -> dict[str, Any]:
 def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: CalibrationSamples,
                     inputs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
     from edgekit.exporters.tensorrt import calibration_shapes
-    from edgekit.quiet import quiet
 
     q = require("onnxruntime.quantization", ONNXRUNTIME, "int8 quantization")
     from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -143,7 +147,7 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
     batch, _ = calibration_shapes((), inputs, samples, config.calib_batch)  # checks the shapes
     batcher = CalibrationBatcher(samples, batch)
     prepared = work / "preprocessed.onnx"
-    with quiet(warn=False):
+    with quiet(*_CHATTY):
         quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
         q.quantize_static(str(prepared), str(out), _calibration_reader(batcher),
                           quant_format=q.QuantFormat.QDQ, per_channel=True,

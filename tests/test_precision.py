@@ -164,7 +164,7 @@ def test_cli_bad_precision_input_is_one_line(fp32, tmp_path):
     data = tmp_path / "wrong.npz"
     np.savez(data, x=np.zeros((20, 5), np.float32), y=np.zeros(20, np.int64))
     _one_line(_run("export", str(fp32.folder), "--precision", "int8", "--calib-data", str(data),
-                   "-o", str(tmp_path / "o")), "calibration samples of 'input' have shape")
+                   "-o", str(tmp_path / "o")), "x has samples of shape (5,)")
     # an artifact of a model this edgekit does not know has no dataset to calibrate with
     orphan = tmp_path / "orphan"
     orphan.mkdir()
