@@ -51,6 +51,22 @@ def _checkpoint(name: str, train_seconds: float | None) -> Path:
     return path
 
 
+def _fused_ops(model: Path, work: Path) -> dict[str, int]:
+    """Node counts after ONNX Runtime's graph fusion (QDQ pairs become QLinearConv / QGemm), the
+    graph that really runs: what stayed in float shows operator coverage."""
+    import collections
+
+    import onnx
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(work / "fused.onnx")
+    ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    nodes = onnx.load(str(work / "fused.onnx")).graph.node
+    return dict(sorted(collections.Counter(n.op_type for n in nodes).items()))
+
+
 def _p50(folder: Path, plan: TimingPlan) -> float:
     settings = ProfileSettings(backend="onnxruntime", threads=1, plan=plan, energy="none")
     return profile(str(folder), settings)["latency_ms"]["p50"]
@@ -86,6 +102,7 @@ def _measure(name: str, args: argparse.Namespace, plan: TimingPlan, work: Path) 
         "float_ops": sorted(k for k in ops if k not in _QUANT_NODES),
         "quantize_nodes": ops.get("QuantizeLinear", 0) + ops.get("DynamicQuantizeLinear", 0),
         "method": m["quantization"]["method"],
+        "int8_ops_after_fusion": _fused_ops(int8.folder / "model.onnx", work),
     }
 
 
