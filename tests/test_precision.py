@@ -175,3 +175,25 @@ def test_cli_bad_precision_input_is_one_line(fp32, tmp_path):
     _one_line(_run("export", str(orphan), "--precision", "int8", "-o", str(tmp_path / "o2")),
               "no dataset to calibrate with")
     assert not (tmp_path / "o").exists() and not (tmp_path / "o2").exists()
+
+
+def test_compare_gives_one_row_per_model_and_precision(trained_mlp, tmp_path):
+    from edgekit.cli.compare import to_csv
+    from edgekit.compare import compare, plot_compare
+    from edgekit.profiler.run import ProfileSettings
+    from edgekit.profiler.timing import TimingPlan
+
+    settings = ProfileSettings(backend="onnxruntime", threads=1, energy="none",
+                               plan=TimingPlan(warmup_s=0.02, duration_s=0.05))
+    result = compare(["mlp:small"], settings, precisions="fp32,int8")
+    rows = result["rows"]
+    assert [r["precision"] for r in rows] == ["fp32", "int8"] and result["refused"] == []
+    fp32, int8 = rows
+    assert int8["profile"]["settings"]["precision"] == "int8" and int8["validated"]
+    assert int8["size_bytes"] < fp32["size_bytes"]
+    assert abs(int8["accuracy"] - fp32["accuracy"]) < 0.05
+    assert any(r["pareto_latency"] for r in rows)  # the front is drawn across both rows
+    header = to_csv(result).splitlines()[0].split(",")
+    assert header[:4] == ["name", "family", "accuracy", "precision"] and "validated" in header
+    plot_compare(result, tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"

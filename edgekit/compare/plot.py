@@ -33,13 +33,15 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
         ys = [r[metric] * scale_y for r in rows]
         for precision in dict.fromkeys(r.get("precision", "fp32") for r in rows):
             mine = [i for i, r in enumerate(rows) if r.get("precision", "fp32") == precision]
+            marker = MARKERS.get(precision, "o")
             ax.scatter([xs[i] for i in mine], [ys[i] for i in mine],
                        c=["tab:red" if rows[i][flag] else "tab:blue" for i in mine],
-                       marker=MARKERS.get(precision, "o"), zorder=3,
-                       label=precision if result.get("precisions") else None)
+                       marker=marker, zorder=3)
+            if result.get("precisions"):  # a grey legend entry per shape; colour is the front
+                ax.scatter([], [], c="tab:gray", marker=marker, label=precision)
         for r, x, y in zip(rows, xs, ys, strict=False):
-            label = r["name"] + (f" {r['precision']}" if result.get("precisions") else "")
-            ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            text = r["name"] + (f" {r['precision']}" if result.get("precisions") else "")
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
         front = frontier([sign * y for y in ys], xs)
         if front:
             fx, fy = zip(*front, strict=False)
