@@ -164,10 +164,10 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
 
 def convert(fp32: Path, out: Path, config: PrecisionConfig, inputs: list[dict[str, Any]],
             samples: CalibrationSamples | None = None) -> dict[str, Any]:
-    """Write ``fp32`` at ``config.precision`` to ``out``; returns the manifest's record of how."""
+    """Write ``fp32`` at ``config.precision`` (fp16, int8) to ``out``; returns the manifest's
+    record of how."""
     if config.precision == "fp32":
-        shutil.copyfile(fp32, out)
-        return {"method": "none (fp32)", "tool": None}
+        raise UsageError("fp32 is the FP32 artifact itself; nothing to convert")
     if config.precision == "fp16":
         return _to_fp16(fp32, out)
     if config.quantization == "dynamic":
@@ -203,7 +203,7 @@ def quantized_operators(path: Path) -> dict[str, int]:
 def refuse_if_nothing_quantized(ops: dict[str, int], fp32_ops: dict[str, int], model: str,
                                  precision: str) -> None:
     """An int8 graph without one quantised operator is fp32 in disguise: refuse it, naming the
-    compute operators that stayed in float."""
+    model's operators, none of which ONNX Runtime's quantizer covers."""
     if precision != "int8" or any(k in ops for k in ("DequantizeLinear", "DynamicQuantizeLinear",
                                                      "MatMulInteger", "ConvInteger")):
         return
