@@ -20,11 +20,14 @@ SPIKINGJELLY ?= spikingjelly>=2.0,<3
 # which would add a CUDA-built wheel next to the CPU torch: installed without dependencies too;
 # what it imports (torch, numpy, nir, nirtorch) comes with torch and the spiking-deps extra.
 NORSE ?= norse>=1.1,<2
-# cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra).
-EXTRAS ?= dev,cpu,spiking-deps
+# cpu: the CPU build of ONNX Runtime (pyproject.toml says why it is an extra); fleet: Dask
+# distributed, for the fleet tests.
+EXTRAS ?= dev,cpu,spiking-deps,fleet
 STAMP := $(VENV)/.edgekit-installed
 DEMO_DIR ?= edgekit-demo
-DEMO_MODELS ?= mlp:small mlp mlp:large ds-cnn:tiny ds-cnn ds-cnn:wide wbmm wbmm-dw13
+# The demo tour (edgekit/tour.py): every method, then $(DEMO_DIR)/report.html; DEMO=full runs
+# the long version (every model trained to its schedule).
+DEMO ?= short
 
 .PHONY: install demo lint test clean
 
@@ -40,10 +43,7 @@ $(STAMP): pyproject.toml setup.py | $(PY)
 install: $(STAMP)
 
 demo: install
-	@mkdir -p $(DEMO_DIR)
-	$(VENV)/bin/edgekit devices
-	$(VENV)/bin/edgekit compare $(DEMO_MODELS) --backend onnxruntime \
-		--plot $(DEMO_DIR)/compare.png --csv $(DEMO_DIR)/compare.csv --json $(DEMO_DIR)/compare.json
+	$(VENV)/bin/edgekit tour -o $(DEMO_DIR) $(if $(filter full,$(DEMO)),--full)
 
 lint: install
 	$(VENV)/bin/ruff check .

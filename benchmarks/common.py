@@ -15,7 +15,9 @@ from typing import Any
 from edgekit.fileio import atomic_write_json
 from edgekit.provenance import report_document
 
-RESULTS = Path(__file__).resolve().parent / "results"
+# EDGEKIT_BENCH_RESULTS: another folder (device_check.py gives each step its own)
+RESULTS = Path(os.environ.get("EDGEKIT_BENCH_RESULTS")
+               or Path(__file__).resolve().parent / "results")
 
 
 def write_result(name: str, body: dict[str, Any]) -> Path:
@@ -68,11 +70,16 @@ def time_call(fn: Callable[[], Any], min_time: float, min_iters: int,
 
 def run_rounds(cases: dict, rounds: int, min_time: float, min_iters: int,
                before: Callable[[Any], None] | None = None,
-               slow_s: float | None = None) -> tuple[dict, list]:
+               slow_s: float | None = None, energy: dict | None = None) -> tuple[dict, list]:
     """Time every case once per round, rotating which goes first so drift hits all alike;
-    returns per-case samples and the 1-minute load average at the start of each round."""
+    returns per-case samples and the 1-minute load average at the start of each round.
+
+    ``energy``: a dict that receives, per case, the joules per call of each round, measured by
+    the GPU's NVML meter around the timing (cases must then synchronise: see ``synchronised``).
+    """
     import torch
 
+    meter = gpu_meter() if energy is not None else None
     keys = list(cases)
     samples: dict = {k: [] for k in keys}
     loads = []
@@ -83,6 +90,52 @@ def run_rounds(cases: dict, rounds: int, min_time: float, min_iters: int,
             for key in keys[shift:] + keys[:shift]:
                 if before is not None:
                     before(key)
-                samples[key].append(time_call(cases[key], min_time, min_iters, slow_s))
+                if meter is None:
+                    samples[key].append(time_call(cases[key], min_time, min_iters, slow_s))
+                    continue
+                calls = [0]
+
+                def counted(fn=cases[key], calls=calls) -> None:
+                    fn()
+                    calls[0] += 1
+                meter.begin()
+                samples[key].append(time_call(counted, min_time, min_iters, slow_s))
+                got = meter.end()
+                energy.setdefault(key, {"source": got.source, "j_per_call": []})
+                energy[key]["j_per_call"].append(got.energy_j / max(1, calls[0]))
             print(f"round {r + 1}/{rounds} done (load {loads[-1]:.2f})", flush=True)
+    if meter is not None:
+        meter.close()
     return samples, loads
+
+
+def add_device_argument(parser: Any) -> None:
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                        help="where torch runs (cuda: GPU timings synchronised, NVML energy "
+                             "per case, no ONNX Runtime rows: the GPU machine's is a CPU build)")
+
+
+def synchronised(fn: Callable[[], Any], device: str) -> Callable[[], Any]:
+    """``fn`` that waits for the GPU's queued work, so a wall-clock timer sees its cost."""
+    if device != "cuda":
+        return fn
+    import torch
+
+    def call() -> Any:
+        out = fn()
+        torch.cuda.synchronize()
+        return out
+    return call
+
+
+def gpu_meter() -> Any:
+    """edgekit's NVML meter on GPU 0 (counter for windows >= 1 s, instant power below)."""
+    from edgekit.energy.nvml import NvmlMeter
+
+    return NvmlMeter(0, interval_s=0.01)
+
+
+def energy_rows(energy: dict) -> dict:
+    """Median joules per call per case key (as a string), with the meter's source."""
+    return {str(k): {"source": v["source"], "j_per_call": median(v["j_per_call"]),
+                     "j_per_call_per_round": v["j_per_call"]} for k, v in energy.items()}

@@ -28,7 +28,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import export_module, markdown_table, median, run_rounds, write_result
+from common import (
+    add_device_argument,
+    energy_rows,
+    export_module,
+    markdown_table,
+    median,
+    run_rounds,
+    synchronised,
+    write_result,
+)
 from torch import nn
 
 from edgekit.backends import make_session
@@ -54,7 +63,7 @@ class Stateless(nn.Module):
 
 def build(kind: str, x: torch.Tensor) -> Stateless:
     torch.manual_seed(0)
-    module = Stateless(make_attention(kind, D, heads=1))
+    module = Stateless(make_attention(kind, D, heads=1)).to(x.device)
     return calibrate_batchnorm(module, [x])
 
 
@@ -75,12 +84,14 @@ def sops(module: nn.Module, x: torch.Tensor) -> int:
     return int(counter.get_total())
 
 
-def setup(sizes, threads: int, workdir: Path, ort: bool) -> tuple[dict, dict]:
+def setup(sizes, threads: int, workdir: Path, ort: bool,
+          device: str = "cpu") -> tuple[dict, dict]:
     """Cases (zero-argument callables keyed (N, backend, kind)) and per-(N, kind) counts."""
     cases, counts = {}, {}
     for n in sizes:
         side = math.isqrt(n)
         x = torch.randn(T, BATCH, D, side, side, generator=torch.Generator().manual_seed(n))
+        x = x.to(device)  # built, calibrated, counted and timed where it runs
         for kind in ATTENTION_KINDS:
             module = build(kind, x)
             block = module.block
@@ -91,9 +102,9 @@ def setup(sizes, threads: int, workdir: Path, ort: bool) -> tuple[dict, dict]:
             counts[(n, kind)] = {"flops": flops(module, x), "sops": sops(module, x),
                                  "values_moved": communication_values(kind, T, n, D),
                                  "mix_flops": flops(_Mix(block, parts), x)}
-            cases[(n, "torch", kind)] = lambda m=module, x=x: m(x)
-            cases[(n, "torch-mix", kind)] = lambda b=block, p=parts: (functional.reset_net(b),
-                                                                     b.mix(*p))
+            cases[(n, "torch", kind)] = synchronised(lambda m=module, x=x: m(x), device)
+            cases[(n, "torch-mix", kind)] = synchronised(
+                lambda b=block, p=parts: (functional.reset_net(b), b.mix(*p)), device)
             if ort:
                 path = workdir / f"{kind}-{n}.onnx"
                 export_module(module, x, path)
@@ -200,7 +211,10 @@ def main() -> None:
     parser.add_argument("--min-iters", type=int, default=3)
     parser.add_argument("--no-ort", action="store_true", help="torch only")
     parser.add_argument("--quick", action="store_true", help="N = 64, 256, 1024; two rounds")
+    add_device_argument(parser)
     args = parser.parse_args()
+    if args.device == "cuda":
+        args.no_ort = True  # the GPU machine's ONNX Runtime is a CPU build
     if args.quick:
         args.sizes, args.rounds = [64, 256, 1024], min(args.rounds, 2)
     for n in args.sizes:
@@ -209,9 +223,11 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        cases, counts = setup(args.sizes, args.threads, Path(tmp), not args.no_ort)
+        cases, counts = setup(args.sizes, args.threads, Path(tmp), not args.no_ort,
+                              args.device)
+        energy = {} if args.device == "cuda" else None
         samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
-                                    slow_s=1.0)
+                                    slow_s=1.0, energy=energy)
     rows, fits, verdicts = summarise(samples, counts, args.sizes)
     backends = [b for b in ("torch", "onnxruntime", "torch-mix") if f"{b}_ms" in rows[0]]
     tabs = tables(rows, fits, verdicts, backends)
@@ -224,9 +240,12 @@ def main() -> None:
     print(tabs["exponents"])
     print()
     print(tabs["verdicts"])
-    write_result("spiking_attention", {
+    write_result("spiking_attention" if args.device == "cpu"
+                 else f"spiking_attention_{args.device}", {
         "settings": {**vars(args), "D": D, "T": T, "batch": BATCH, "heads": 1,
                      "cpu_count": os.cpu_count()},
+        "device": torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu",
+        "energy": energy_rows(energy) if energy else None,
         "machine_load": {"loadavg_1min_at_round_start": loads, "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
         "results": rows, "exponents": fits, "verdicts": verdicts, "tables": tabs,

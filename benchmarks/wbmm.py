@@ -15,6 +15,12 @@ barrier). The paper's claims (methods.md §3) checked here:
   3. WBMM-14 is at least 3x faster than the 27x27 depthwise conv matching its in-window field.
 
     python benchmarks/wbmm.py [--rounds R] [--min-time S] [--threads N [N ...]] [--quick]
+
+On a GPU (``--device cuda``, what benchmarks/device_check.py runs): torch (cuBLAS / cuDNN) in
+fp32 and bf16 (``--dtypes``), at ``--batches 1 64``, plus the fused Triton kernel of the compact
+form (``wbmm7-triton``, ``wbmm14-triton``: edgekit.kernels.wbmm_triton, checked against torch
+before timing), with NVML energy per call; no ONNX Runtime rows (the GPU machine's is a CPU
+build).
 """
 from __future__ import annotations
 
@@ -26,7 +32,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import export_module, markdown_table, median, run_rounds, write_result
+from common import (
+    add_device_argument,
+    energy_rows,
+    export_module,
+    markdown_table,
+    median,
+    run_rounds,
+    synchronised,
+    write_result,
+)
 from torch import nn
 
 from edgekit.backends import make_session
@@ -34,6 +49,7 @@ from edgekit.kernels.wbmm import WBMM
 from edgekit.kernels.wbmm import flops as wbmm_flops
 
 SHAPES = [(128, 56, 1), (128, 56, 8), (256, 28, 1), (256, 28, 8)]  # (channels, H = W, batch)
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 QUICK_SHAPES = [(128, 56, 1), (256, 28, 8)]
 # name -> (kind, size, deploy form). ONNX Runtime gets no compact rows: the exporter's optimiser
 # (and ORT's own constant folding) turns Gather(table, index) of two constants into the dense
@@ -51,7 +67,26 @@ CLAIMS = [  # (key, faster, slower, threshold, statement)
 ]
 
 
+TRITON_OPS = {"wbmm7-triton": 7, "wbmm14-triton": 14}  # the compact form, gather fused (GPU)
+
+
+class TritonWBMM(nn.Module):
+    """A compact-form WBMM run by the fused Triton kernel."""
+
+    def __init__(self, compact: WBMM) -> None:
+        super().__init__()
+        self.compact = compact
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from edgekit.kernels.wbmm_triton import wbmm_compact_triton
+
+        c = self.compact
+        return wbmm_compact_triton(x, c.table, c.window, c.bias, c.index)
+
+
 def build(name: str, channels: int) -> nn.Module:
+    if name in TRITON_OPS:
+        return TritonWBMM(build(f"wbmm{TRITON_OPS[name]}-compact", channels))
     kind, size, form = OPS[name]
     torch.manual_seed(0)
     if kind == "dw":
@@ -60,10 +95,46 @@ def build(name: str, channels: int) -> nn.Module:
 
 
 def op_flops(name: str, channels: int, side: int, batch: int) -> int:
+    if name in TRITON_OPS:
+        return wbmm_flops(batch, channels, side, side, TRITON_OPS[name])
     kind, size, _ = OPS[name]
     if kind == "dw":
         return 2 * batch * channels * side * side * size * size
     return wbmm_flops(batch, channels, side, side, size)
+
+
+def triton_unavailable() -> str | None:
+    """Why the fused kernel cannot run here, or None."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "Triton is not installed"
+    return None
+
+
+def gpu_cases(shapes, dtypes, use_triton: bool) -> dict:
+    """GPU cases keyed (threads, shape, backend, op), backend "torch fp32" / "torch bf16"; each
+    Triton op is checked against the torch compact form first."""
+    cases = {}
+    for channels, side, batch in shapes:
+        shape = (channels, side, batch)
+        names = list(OPS) + (list(TRITON_OPS) if use_triton else [])
+        for label in dtypes:
+            dtype = DTYPES[label]
+            x = torch.randn(batch, channels, side, side, device="cuda", dtype=dtype)
+            modules = {n: build(n, channels).to("cuda", dtype) for n in names}
+            with torch.inference_mode():
+                for name in TRITON_OPS if use_triton else ():
+                    ref = modules[f"{name.split('-')[0]}-compact"](x).float()
+                    err = float((modules[name](x).float() - ref).abs().max())
+                    tol = (1e-3 if label == "fp32" else 5e-2) * max(1.0, float(ref.abs().max()))
+                    if err > tol:
+                        raise RuntimeError(f"Triton {name} disagrees with torch ({label}, C="
+                                           f"{channels} {side}x{side} B={batch}): {err}")
+            for name, module in modules.items():
+                cases[(1, shape, f"torch {label}", name)] = synchronised(
+                    lambda m=module, x=x: m(x), "cuda")
+    return cases
 
 
 def setup(shapes, threads_list, workdir: Path) -> dict:
@@ -111,29 +182,40 @@ def summarise(samples: dict) -> list[dict]:
     for rec in records.values():
         ops = rec["ops"]
         rec["throughput_ratios"] = {key: ops[slower]["latency_ms"] / ops[faster]["latency_ms"]
-                                    for key, faster, slower, _, _ in CLAIMS}
+                                    for key, faster, slower, _, _ in claims_for(ops)}
         rec["throughput_ratios"]["wbmm7_vs_dw13"] = (ops["dw13"]["latency_ms"]
                                                      / ops["wbmm7"]["latency_ms"])
     return sorted(records.values(), key=lambda r: (-r["threads"], r["channels"], r["batch"],
                                                    r["backend"] != "torch"))
 
 
+def claims_for(ops) -> list[tuple]:
+    """The paper's claims, and each again with the fused Triton kernel where it ran."""
+    triton = [(f"{key}_triton", f"{faster}-triton", slower, threshold, f"{statement} (Triton)")
+              for key, faster, slower, threshold, statement in CLAIMS
+              if f"{faster}-triton" in ops and (slower in ops or f"{slower}-triton" in ops)]
+    return CLAIMS + [(k, f, s if s in ops else f"{s}-triton", t, st)
+                     for k, f, s, t, st in triton]
+
+
 def verdicts(records: list[dict]) -> list[dict]:
     groups = sorted({(r["backend"], r["threads"]) for r in records},
                     key=lambda g: (g[0] != "torch", -g[1]))
     out = []
-    for key, _, _, threshold, statement in CLAIMS:
-        held = [r for r in records if r["throughput_ratios"][key] >= threshold]
+    every = {c[0]: c for r in records for c in claims_for(r["ops"])}
+    for key, _, _, threshold, statement in every.values():
+        measured = [r for r in records if key in r["throughput_ratios"]]
+        held = [r for r in measured if r["throughput_ratios"][key] >= threshold]
         per_group = {}
         for backend, threads in groups:
-            rows = [r for r in records if (r["backend"], r["threads"]) == (backend, threads)]
+            rows = [r for r in measured if (r["backend"], r["threads"]) == (backend, threads)]
             ok = sum(r["throughput_ratios"][key] >= threshold for r in rows)
             per_group[f"{backend} {threads}t"] = f"{ok}/{len(rows)}"
         out.append({"claim": statement, "threshold": threshold,
-                    "verdict": ("confirmed" if len(held) == len(records) else
+                    "verdict": ("confirmed" if len(held) == len(measured) else
                                 "refuted" if not held else "mixed"),
-                    "held_in": f"{len(held)}/{len(records)}", "held_per_backend": per_group,
-                    "ratios": [round(r["throughput_ratios"][key], 3) for r in records]})
+                    "held_in": f"{len(held)}/{len(measured)}", "held_per_backend": per_group,
+                    "ratios": [round(r["throughput_ratios"][key], 3) for r in measured]})
     return out
 
 
@@ -141,10 +223,11 @@ def tables(records: list[dict], claims: list[dict]) -> dict[str, str]:
     def shape(r):
         return f"C={r['channels']} {r['side']}x{r['side']} B={r['batch']}"
 
+    names = list(OPS) + [n for n in TRITON_OPS if any(n in r["ops"] for r in records)]
     lat = markdown_table(
-        ["shape", "threads", "backend"] + [f"{n} (ms)" for n in OPS],
+        ["shape", "threads", "backend"] + [f"{n} (ms)" for n in names],
         [[shape(r), r["threads"], r["backend"]]
-         + [f"{r['ops'][n]['latency_ms']:.3f}" if n in r["ops"] else "-" for n in OPS]
+         + [f"{r['ops'][n]['latency_ms']:.3f}" if n in r["ops"] else "-" for n in names]
          for r in records])
     ratios = markdown_table(
         ["shape", "threads", "backend", "WBMM-14 vs DW5", "WBMM-14 vs WBMM-7", "WBMM-14 vs DW27",
@@ -168,16 +251,45 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.15, help="seconds per timing")
     parser.add_argument("--min-iters", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="two shapes, at most three rounds")
+    add_device_argument(parser)
+    parser.add_argument("--shapes", nargs="+", metavar="CxS",
+                        help="channels x side, e.g. 128x56 256x28 (default: the paper's stages)")
+    parser.add_argument("--batches", type=int, nargs="+", help="default: 1 8")
+    parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["fp32"],
+                        help="--device cuda only")
     args = parser.parse_args()
     if args.quick:
         args.rounds = min(args.rounds, 3)
     shapes = QUICK_SHAPES if args.quick else SHAPES
+    if args.shapes or args.batches:
+        pairs = ([tuple(int(v) for v in t.split("x")) for t in args.shapes] if args.shapes
+                 else sorted({(c, side) for c, side, _ in shapes}))
+        shapes = [(c, side, b) for c, side in pairs for b in (args.batches or [1, 8])]
+    if args.device == "cpu" and args.dtypes != ["fp32"]:
+        parser.error("--dtypes other than fp32 need --device cuda")
     started = time.perf_counter()
-    with tempfile.TemporaryDirectory() as tmp:
-        cases = setup(shapes, args.threads, Path(tmp))
+    energy: dict | None = None
+    triton_note = None
+    if args.device == "cuda":
+        args.threads = [1]  # the GPU's work; one host thread launches it
+        triton_note = triton_unavailable()
+        cases = gpu_cases(shapes, args.dtypes, use_triton=triton_note is None)
+        energy = {}
         samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
-                                    before=lambda key: torch.set_num_threads(key[0]))
+                                    energy=energy)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            cases = setup(shapes, args.threads, Path(tmp))
+            samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
+                                        before=lambda key: torch.set_num_threads(key[0]))
     records = summarise(samples)
+    for key, value in (energy or {}).items():
+        threads, (channels, side, batch), backend, name = key
+        rec = next(r for r in records if (r["threads"], r["channels"], r["side"], r["batch"],
+                                          r["backend"]) == (threads, channels, side, batch,
+                                                            backend))
+        rec["ops"][name]["energy_j_per_call"] = median(value["j_per_call"])
+        rec["ops"][name]["energy_source"] = value["source"]
     claims = verdicts(records)
     tabs = tables(records, claims)
     print("\nmedian latency per call (ms); WBMM in cached deploy form unless marked compact\n")
@@ -186,12 +298,20 @@ def main() -> None:
     print(tabs["ratios"])
     print()
     print(tabs["verdicts"])
-    write_result("wbmm", {
+    if triton_note:
+        print(f"\nTriton kernel skipped: {triton_note}")
+    write_result("wbmm" if args.device == "cpu" else f"wbmm_{args.device}", {
         "settings": {**vars(args), "shapes": shapes, "cpu_count": cores},
+        "device": _device_name(args.device), "triton_skipped": triton_note,
+        "energy": energy_rows(energy) if energy else None,
         "machine_load": {"loadavg_1min_at_round_start": loads, "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
         "results": records, "claims": claims, "tables": tabs,
     })
+
+
+def _device_name(device: str) -> str:
+    return torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
 
 
 if __name__ == "__main__":

@@ -8,15 +8,29 @@ tensor), the scheme's bound 8 + H bits/param, bits/param per codec and level wit
 tensor, and decode throughput (bf16 bytes out per second, 1 and 2 threads) against a plain copy of
 the same bytes. Targets: <= 10.9 bits/param (DFloat11 ~ 11), within 2 % of the bound.
 
-Serving: a ``make-tiny --size small`` Qwen-MoE-style checkpoint (4 MoE layers x 32 experts, top-4,
-768 KiB bf16 per expert), compressed at the default settings, served at a memory budget holding
-25 % of the experts with storage reads capped at the Jetson AGX Orin 64GB profile's storage
-bandwidth (buffered reads from the page cache, so the cap alone sets the read speed). Every round
-runs zipmoe, zipmoe without the next-layer prefetch, naive and memory (fresh engines, cold caches,
-same prompts, the order rotating between rounds); the table quotes the median over rounds.
-Target: ZipMoE >= 2x the naive baseline's tokens/s.
+Serving, two models with the same expert shapes (4 MoE layers x 32 experts, top-4, 768 KiB bf16
+per expert): first the Mixtral-layout MoE trained on numpy's documentation (``train.py``; trained
+once, then loaded from ``$EDGEKIT_HOME``; a routing trace and three prompts from held-out text),
+then a ``make-tiny --size small`` Qwen-MoE-style checkpoint with random weights. Each is
+compressed at the default settings and served at a memory budget holding 25 % of its experts,
+with storage reads capped at the Jetson AGX Orin 64GB profile's storage bandwidth (buffered
+reads from the page cache, so the cap alone sets the read speed). One ZipMoE engine per model
+plans the pools first and every ZipMoE engine of the run uses that plan, so rounds differ by
+timing, not by plan. Every round runs, per model, zipmoe, zipmoe without the next-layer
+prefetch, naive and memory (fresh engines, cold caches, same prompts, the order rotating between
+rounds); the tables quote the median over rounds, and a time breakdown of the median round per
+mode (reads at the cap, how much of them the compute thread did not wait for, waits, decoding,
+rebuilding, compute) shows what bounds each. Reported per model: experts' bits/param, routing
+skew (trace; and the trained model's loss and expert load), the lookahead predictor's precision
+and recall at decode steps, hit rates. Target: ZipMoE >= 2x the naive baseline's tokens/s on
+both, logits bit-identical.
 
-    python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick]
+    python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick] [--models trained,random]
+                                [--no-codec] [--device cpu|cuda]
+
+``--device cuda --no-codec`` (benchmarks/device_check.py): the model computes on the GPU while
+the experts are read and decoded on CPU threads, the paper's Jetson arrangement; the logits of
+every mode must still be bit-identical.
 """
 from __future__ import annotations
 
@@ -30,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import markdown_table, median, write_result
+from common import add_device_argument, markdown_table, median, write_result
 from safetensors.torch import load_file
 
 from edgekit.kernels import zipmoe_codec as codec
@@ -46,6 +60,12 @@ from edgekit.methods.zipmoe.engine import (
 )
 from edgekit.methods.zipmoe.store import Store
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
+from edgekit.methods.zipmoe.train import (
+    corpus_text,
+    expert_load,
+    held_out_text,
+    trained_checkpoint,
+)
 from edgekit.profiles import load_profile
 
 PROFILE = "jetson-agx-orin-64gb"
@@ -127,63 +147,217 @@ def decode_throughput(weights, encoded, rounds: int) -> list[dict]:
 
 # -- serving ---------------------------------------------------------------------------------
 
-def serving(rounds: int, new_tokens: int, workdir: Path) -> dict:
-    torch.set_num_threads(1)
-    ckpt = make_tiny_checkpoint(workdir / "ckpt", "qwen", "small", seed=1)
+VARIANTS = {"zipmoe": {"mode": "zipmoe"},
+            "zipmoe-no-prefetch": {"mode": "zipmoe", "prefetch": False},
+            "naive": {"mode": "naive"}, "memory": {"mode": "memory"}}
+
+
+def expert_bits_per_param(store: Store) -> float:
+    """Stored bits per parameter of the routed experts alone (sign-mantissa plus exponents)."""
+    cfg = store.config
+    entries = [e for layer in cfg.moe_layers for x in range(cfg.num_experts)
+               for e in store.expert_entries(layer, x)]
+    stored = sum(e.raw.size + sum(c.size for c in e.chunks) for e in entries)
+    return 8 * stored / sum(e.numel for e in entries)
+
+
+def routing_skew(counts: dict[str, list[int]]) -> dict:
+    """Mean over layers of the busiest expert's load over the mean, the idlest's, and the
+    normalised entropy of the load (1.0 = uniform)."""
+    loads = [expert_load(torch.tensor(row)) for row in counts.values()]
+    return {k: sum(x[k] for x in loads) / len(loads) for k in loads[0]}
+
+
+def trained_model(workdir: Path) -> dict:
+    """The trained Mixtral-layout model (train.py; trained once, then cached), compressed with a
+    routing trace of held-out text, and three held-out prompts."""
     t0 = time.perf_counter()
-    compress_checkpoint(ckpt, workdir / "store")
-    compress_s = time.perf_counter() - t0
-    store = Store(workdir / "store")
+    folder, record = trained_checkpoint(progress=_print_training)
+    ready_s = time.perf_counter() - t0
+    text, source = corpus_text()
+    held = held_out_text(text)
+    prompts = []
+    for j in (1, 2, 3):
+        at = held.index("\n\n", len(held) * j // 4) + 2
+        prompts.append(held[at:at + 40])
+    trace = held[:2048]
+    compress_checkpoint(folder, workdir / "trained-store",
+                        trace_text=(trace, f"the first {len(trace):,} characters of held-out "
+                                           "numpy documentation"))
+    return {"label": f"trained mixtral-layout MoE ({folder.name})", "store": Store(
+        workdir / "trained-store"), "prompts": tuple(prompts), "training": {
+        "corpus": source, "cache": str(folder), "ready_s": ready_s,
+        **{k: record[k] for k in ("loss_first", "loss_last", "held_out_loss", "uniform_loss",
+                                  "train_s", "tokens_seen", "settings") if k in record},
+        "expert_load_skew": routing_skew(record["expert_load"])}}
+
+
+def _print_training(update) -> None:
+    if update.done == 1 or update.done == update.total or update.done % 10 == 0:
+        print(f"training the MoE (once; cached): step {int(update.done)}/{int(update.total)}, "
+              f"{update.note}", flush=True)
+
+
+def random_model(workdir: Path) -> dict:
+    ckpt = make_tiny_checkpoint(workdir / "ckpt", "qwen", "small", seed=1)
+    compress_checkpoint(ckpt, workdir / "random-store")
+    return {"label": "make-tiny qwen --size small --seed 1 (random weights)",
+            "store": Store(workdir / "random-store"), "prompts": DEFAULT_PROMPTS}
+
+
+def plan_once(store: Store, base: dict) -> float:
+    """The full-pool share one ZipMoE engine plans from its start-up profile; every ZipMoE
+    engine of the run then uses it, so the rounds differ by timing alone, not by plan."""
+    with Engine(store, EngineSettings(mode="zipmoe", **base)) as engine:
+        return engine.experts.plan.full_ratio
+
+
+def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
+            device: str = "cpu") -> dict:
+    torch.set_num_threads(1)
+    builders = {"trained": trained_model, "random": random_model}
+    models = {name: builders[name](workdir) for name in names}
     bandwidth = load_profile(PROFILE).storage_bandwidth_bytes_s
-    budget = parse_size("25%", store.total_expert_bytes)
-    base = dict(memory_budget=budget, bandwidth_bytes_s=bandwidth,
-                bandwidth_source=f"profile {PROFILE}", direct=False)
-    per_mode: dict[str, list[dict]] = {}
-    identical = True
-    variants = {"zipmoe": {"mode": "zipmoe"},
-                "zipmoe-no-prefetch": {"mode": "zipmoe", "prefetch": False},
-                "naive": {"mode": "naive"}, "memory": {"mode": "memory"}}
+    for model in models.values():
+        store = model["store"]
+        model["budget"] = parse_size("25%", store.total_expert_bytes)
+        model["base"] = dict(memory_budget=model["budget"], bandwidth_bytes_s=bandwidth,
+                             bandwidth_source=f"profile {PROFILE}", direct=False,
+                             device=device)
+        model["full_ratio"] = plan_once(store, model["base"])
+        model["per_mode"], model["identical"], model["ratios"] = {}, True, []
     for r in range(rounds):
-        labels = list(variants)
-        labels = labels[r % len(labels):] + labels[:r % len(labels)]
-        runs = {}
-        for label in labels:
-            with Engine(store, EngineSettings(**variants[label], **base)) as engine:
-                runs[label] = [engine.generate(p, new_tokens) for p in DEFAULT_PROMPTS]
-                per_mode.setdefault(label, []).append(engine.metrics())
-        identical &= compare_logits(runs)["identical"]
-        print(f"round {r + 1}/{rounds}: " + ", ".join(
-            f"{m} {per_mode[m][-1]['tokens_per_s']:.2f} tok/s" for m in per_mode))
-    policies = {}
-    for policy in ("lru", "lfu", "fifo"):
-        with Engine(store, EngineSettings(mode="zipmoe", policy=policy, **base)) as engine:
-            for p in DEFAULT_PROMPTS:
-                engine.generate(p, new_tokens)
-            policies[policy] = engine.metrics()
+        for name, model in models.items():  # models and modes interleaved, the order rotating
+            labels = list(VARIANTS)
+            labels = labels[r % len(labels):] + labels[:r % len(labels)]
+            runs, tps = {}, {}
+            for label in labels:
+                settings = EngineSettings(**VARIANTS[label], **model["base"],
+                                          full_ratio=model["full_ratio"])
+                with Engine(model["store"], settings) as engine:
+                    runs[label] = [engine.generate(p, new_tokens) for p in model["prompts"]]
+                    metrics = engine.metrics()
+                model["per_mode"].setdefault(label, []).append(metrics)
+                tps[label] = metrics["tokens_per_s"]
+            model["identical"] &= compare_logits(runs)["identical"]
+            model["ratios"].append(tps["zipmoe"] / tps["naive"])
+            print(f"round {r + 1}/{rounds} {name}: " + ", ".join(
+                f"{m} {tps[m]:.2f} tok/s" for m in VARIANTS)
+                + f"; zipmoe/naive {model['ratios'][-1]:.2f}x", flush=True)
+    for model in models.values():  # one run each, after the rounds
+        model["policies"] = {}
+        for policy in ("lru", "lfu", "fifo"):
+            settings = EngineSettings(mode="zipmoe", policy=policy, **model["base"],
+                                      full_ratio=model["full_ratio"])
+            with Engine(model["store"], settings) as engine:
+                for p in model["prompts"]:
+                    engine.generate(p, new_tokens)
+                model["policies"][policy] = engine.metrics()
+    return {"profile": PROFILE, "bandwidth_bytes_s": bandwidth, "rounds": rounds,
+            "device": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+            "new_tokens_per_prompt": new_tokens, "torch_threads": 1,
+            "workers": default_workers(), "target_speedup": 2.0,
+            "models": {name: _model_result(model, bandwidth, new_tokens)
+                       for name, model in models.items()}}
+
+
+def _model_result(model: dict, bandwidth: float, new_tokens: int) -> dict:
+    store = model["store"]
     rows = {}
-    for mode, results in per_mode.items():
+    for mode, results in model["per_mode"].items():
         pick = sorted(results, key=lambda m: m["tokens_per_s"])[len(results) // 2]
-        total_s = pick["new_tokens"] / pick["tokens_per_s"]
         rows[mode] = {
             "tokens_per_s": median([m["tokens_per_s"] for m in results]),
             "tokens_per_s_all": [m["tokens_per_s"] for m in results],
             "ttft_ms": median([m["ttft_ms"] for m in results]),
             "tpot_ms": median([m["tpot_ms"] for m in results]),
             "experts": pick["experts"], "bytes_read": pick["bytes_read"],
-            "io_bound_s": pick["bytes_read"] / bandwidth, "total_s": total_s,
-            "provider": pick["provider"], "storage": pick["storage"],
+            "breakdown": pick["breakdown"], "provider": pick["provider"],
+            "storage": pick["storage"],
         }
     speedup = rows["zipmoe"]["tokens_per_s"] / rows["naive"]["tokens_per_s"]
-    return {"checkpoint": "make-tiny qwen --size small --seed 1", "compress_s": compress_s,
-            "store_bits_per_param": store.manifest["totals"]["bits_per_param"],
-            "expert_bytes": store.expert_bytes, "total_expert_bytes": store.total_expert_bytes,
-            "budget_bytes": budget, "bandwidth_bytes_s": bandwidth, "profile": PROFILE,
-            "rounds": rounds, "new_tokens_per_prompt": new_tokens, "prompts": DEFAULT_PROMPTS,
-            "torch_threads": 1, "workers": default_workers(), "modes": rows,
-            "logits_identical": identical,
-            "speedup_vs_naive": speedup, "target_speedup": 2.0, "target_met": speedup >= 2.0,
-            "policies": {p: {"tokens_per_s": m["tokens_per_s"], "experts": m["experts"],
-                             "bytes_read": m["bytes_read"]} for p, m in policies.items()}}
+    trace = store.manifest.get("trace") or {}
+    predictor = rows["zipmoe-no-prefetch"]["experts"]
+    return {
+        "model": model["label"], "prompts": list(model["prompts"]),
+        "training": model.get("training"),
+        "store_bits_per_param": store.manifest["totals"]["bits_per_param"],
+        "expert_bits_per_param": expert_bits_per_param(store),
+        "expert_bytes": store.expert_bytes, "total_expert_bytes": store.total_expert_bytes,
+        "budget_bytes": model["budget"],
+        "routing_trace": {"text": trace.get("text"), "tokens": trace.get("tokens"),
+                          "skew": routing_skew(trace["counts"]) if trace.get("counts") else None},
+        "full_ratio": model["full_ratio"], "plan": rows["zipmoe"]["provider"]["plan"],
+        "predictor": {"precision": predictor["predictor_precision"],
+                      "recall": predictor["predictor_recall"],
+                      "measured_on": "zipmoe-no-prefetch (the guesses alone, no reads)"},
+        "modes": rows, "logits_identical": model["identical"],
+        "speedup_vs_naive": speedup, "round_ratios": model["ratios"],
+        "median_round_ratio": median(model["ratios"]), "target_met": speedup >= 2.0,
+        "policies": {p: {"tokens_per_s": m["tokens_per_s"], "experts": m["experts"],
+                         "bytes_read": m["bytes_read"]} for p, m in model["policies"].items()},
+    }
+
+
+def print_serving(serve: dict) -> None:
+    for name, res in serve["models"].items():
+        print(f"\nserving {name}: {res['model']}, budget {res['budget_bytes'] / 2**20:.1f} MiB "
+              f"(25% of {res['total_expert_bytes'] / 2**20:.0f} MiB of experts), reads capped at "
+              f"{serve['bandwidth_bytes_s'] / 1e9:.2g} GB/s ({PROFILE}), median of "
+              f"{serve['rounds']} rounds")
+        training = res.get("training")
+        if training:
+            skew = training["expert_load_skew"]
+            print(f"training: {training['corpus']}; loss {training['loss_first']:.3f} -> "
+                  f"{training['loss_last']:.3f} (uniform {training['uniform_loss']:.3f}), "
+                  f"held-out {training['held_out_loss']:.3f}; expert load (last quarter of "
+                  f"training) busiest/mean {skew['max_over_mean']:.2f}, idlest/mean "
+                  f"{skew['min_over_mean']:.2f}, entropy {skew['entropy']:.3f}")
+        skew = res["routing_trace"]["skew"]
+        if skew:
+            print(f"routing trace ({res['routing_trace']['text']}): busiest/mean "
+                  f"{skew['max_over_mean']:.2f}, idlest/mean {skew['min_over_mean']:.2f}, "
+                  f"entropy {skew['entropy']:.3f}")
+        pred = res["predictor"]
+        print(f"experts {res['expert_bits_per_param']:.2f} bits/param; lookahead predictor "
+              f"precision {pred['precision']:.1%}, recall {pred['recall']:.1%}; plan "
+              f"{res['plan']['full_slots_per_layer']} full + {res['plan']['sm_slots_per_layer']} "
+              f"SM-only slots per layer\n")
+        print(markdown_table(
+            ["mode", "tokens/s", "TTFT ms", "TPOT ms", "full hit", "SM hit", "miss",
+             "prefetched", "read MiB"],
+            [[m, f"{r['tokens_per_s']:.2f}", f"{r['ttft_ms']:.1f}", f"{r['tpot_ms']:.1f}",
+              f"{r['experts']['full_hit_rate']:.1%}", f"{r['experts']['sm_hit_rate']:.1%}",
+              f"{r['experts']['miss_rate']:.1%}", prefetch_summary(r["experts"]),
+              f"{r['bytes_read'] / 2**20:.1f}"] for m, r in res["modes"].items()]))
+        print()
+        print(markdown_table(
+            ["mode (median round)", "total s", "reads at cap s", "reads hidden s", "waits s",
+             "decode s (compute thread / all)", "rebuild s", "compute s"],
+            [[m, f"{b['total_s']:.2f}", _opt(b["reads_at_cap_s"]), _opt(b["reads_hidden_s"]),
+              f"{b['wait_s']:.2f}",
+              f"{b['decode_on_compute_s']:.2f} / {b['decode_all_threads_s']:.2f}",
+              f"{b['rebuild_s']:.2f}", f"{b['compute_s']:.2f}"]
+             for m, r in res["modes"].items() for b in [r["breakdown"]]]))
+        print()
+        print(markdown_table(
+            ["ZipMoE eviction policy", "tokens/s", "full hit", "SM hit", "read MiB"],
+            [["zipmoe (token-weighted LFU)", f"{res['modes']['zipmoe']['tokens_per_s']:.2f}",
+              f"{res['modes']['zipmoe']['experts']['full_hit_rate']:.1%}",
+              f"{res['modes']['zipmoe']['experts']['sm_hit_rate']:.1%}",
+              f"{res['modes']['zipmoe']['bytes_read'] / 2**20:.1f}"]]
+            + [[p, f"{m['tokens_per_s']:.2f}", f"{m['experts']['full_hit_rate']:.1%}",
+                f"{m['experts']['sm_hit_rate']:.1%}", f"{m['bytes_read'] / 2**20:.1f}"]
+               for p, m in res["policies"].items()]))
+        ratios = res["round_ratios"]
+        print(f"\nlogits bit-identical in every round: {res['logits_identical']}")
+        print(f"ZipMoE / naive tokens/s: {res['speedup_vs_naive']:.2f}x (rounds "
+              f"{min(ratios):.2f}x-{max(ratios):.2f}x, median {median(ratios):.2f}x; target >= "
+              f"2x: {'met' if res['target_met'] else 'NOT met'})")
+
+
+def _opt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
 
 
 def main() -> None:
@@ -191,52 +365,44 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--new-tokens", type=int, default=16)
     parser.add_argument("--quick", action="store_true", help="one round, 6 tokens per prompt")
+    parser.add_argument("--models", default="trained,random",
+                        help="comma-separated serving rows: trained, random (default both)")
+    parser.add_argument("--no-codec", action="store_true",
+                        help="serving only (the JSON's codec section is then null)")
+    add_device_argument(parser)
     args = parser.parse_args()
     rounds, new_tokens = (1, 6) if args.quick else (args.rounds, args.new_tokens)
+    names = args.models.split(",")
+    if not names or any(n not in ("trained", "random") for n in names) or rounds < 1:
+        parser.error("--models takes trained and/or random; --rounds at least 1")
 
-    source, weights = real_weights()
-    codec_result = codec_table(weights, max(3, rounds * 2))
-    c = codec_result
-    print(f"\n{source}: {c['params']:,} parameters; order-0 exponent entropy "
-          f"{c['entropy_bits']:.3f} bits (per tensor {c['entropy_bits_per_tensor']:.3f}); bound "
-          f"{c['bound_bits_per_param']:.3f} bits/param\n")
-    print(markdown_table(
-        ["codec", "level", "bits/param", "exponent bits", "/ bound", "/ per-tensor bound",
-         "compress MB/s"],
-        [[r["codec"], r["level"], f"{r['bits_per_param']:.3f}", f"{r['exponent_bits']:.3f}",
-          f"{r['ratio_to_bound']:.4f}", f"{r['ratio_to_per_tensor_bound']:.4f}",
-          f"{r['compress_mb_s']:.1f}"] for r in c["codecs"]]))
-    print()
-    print(markdown_table(
-        ["codec", "level", "threads", "decode GB/s (bf16 out)", "memcpy GB/s", "/ memcpy"],
-        [[r["codec"], r["level"], r["threads"], f"{r['decode_gb_s']:.2f}",
-          f"{r['memcpy_gb_s']:.2f}", f"{r['fraction_of_memcpy']:.3f}"] for r in c["decode"]]))
+    codec_doc = None
+    if not args.no_codec:
+        source, weights = real_weights()
+        codec_result = codec_table(weights, max(3, rounds * 2))
+        codec_doc = {"weights": source, **codec_result}
+        c = codec_result
+        print(f"\n{source}: {c['params']:,} parameters; order-0 exponent entropy "
+              f"{c['entropy_bits']:.3f} bits (per tensor "
+              f"{c['entropy_bits_per_tensor']:.3f}); bound "
+              f"{c['bound_bits_per_param']:.3f} bits/param\n")
+        print(markdown_table(
+            ["codec", "level", "bits/param", "exponent bits", "/ bound", "/ per-tensor bound",
+             "compress MB/s"],
+            [[r["codec"], r["level"], f"{r['bits_per_param']:.3f}", f"{r['exponent_bits']:.3f}",
+              f"{r['ratio_to_bound']:.4f}", f"{r['ratio_to_per_tensor_bound']:.4f}",
+              f"{r['compress_mb_s']:.1f}"] for r in c["codecs"]]))
+        print()
+        print(markdown_table(
+            ["codec", "level", "threads", "decode GB/s (bf16 out)", "memcpy GB/s", "/ memcpy"],
+            [[r["codec"], r["level"], r["threads"], f"{r['decode_gb_s']:.2f}",
+              f"{r['memcpy_gb_s']:.2f}", f"{r['fraction_of_memcpy']:.3f}"] for r in c["decode"]]))
 
     with tempfile.TemporaryDirectory(prefix="zipmoe-bench-") as tmp:
-        serve = serving(rounds, new_tokens, Path(tmp))
-    print(f"\nserving: {serve['checkpoint']}, budget {serve['budget_bytes'] / 2**20:.1f} MiB "
-          f"(25% of {serve['total_expert_bytes'] / 2**20:.0f} MiB of experts), reads capped at "
-          f"{serve['bandwidth_bytes_s'] / 1e9:.2g} GB/s ({PROFILE}), median of {rounds} rounds\n")
-    print(markdown_table(
-        ["mode", "tokens/s", "TTFT ms", "TPOT ms", "full hit", "SM hit", "miss", "prefetched",
-         "read MiB", "read time at cap s", "total s"],
-        [[m, f"{r['tokens_per_s']:.2f}", f"{r['ttft_ms']:.1f}", f"{r['tpot_ms']:.1f}",
-          f"{r['experts']['full_hit_rate']:.1%}", f"{r['experts']['sm_hit_rate']:.1%}",
-          f"{r['experts']['miss_rate']:.1%}", prefetch_summary(r['experts']),
-          f"{r['bytes_read'] / 2**20:.1f}", f"{r['io_bound_s']:.2f}", f"{r['total_s']:.2f}"]
-         for m, r in serve["modes"].items()]))
-    print()
-    print(markdown_table(["ZipMoE eviction policy", "tokens/s", "full hit", "SM hit", "read MiB"],
-                         [[p, f"{m['tokens_per_s']:.2f}", f"{m['experts']['full_hit_rate']:.1%}",
-                           f"{m['experts']['sm_hit_rate']:.1%}", f"{m['bytes_read'] / 2**20:.1f}"]
-                          for p, m in serve["policies"].items()]))
-    plan = serve["modes"]["zipmoe"]["provider"]["plan"]
-    print(f"\nplan: full share {plan['full_ratio']}, {plan['full_slots_per_layer']} full + "
-          f"{plan['sm_slots_per_layer']} SM slots per layer")
-    print(f"logits bit-identical in every round: {serve['logits_identical']}")
-    print(f"ZipMoE / naive tokens/s: {serve['speedup_vs_naive']:.2f}x "
-          f"(target >= 2x: {'met' if serve['target_met'] else 'NOT met'})")
-    write_result("zipmoe", {"codec": {"weights": source, **codec_result}, "serving": serve,
+        serve = serving(rounds, new_tokens, Path(tmp), names, args.device)
+    print_serving(serve)
+    name = "zipmoe" if args.device == "cpu" else f"zipmoe_{args.device}"
+    write_result(name, {"codec": codec_doc, "serving": serve,
                             "load_average_1_5_15_min": list(os.getloadavg())})
 
 

@@ -25,6 +25,7 @@ class Extra:
 
 
 ONNXRUNTIME = Extra("cpu", "pip install 'edgekit[cpu]' ('edgekit[gpu]' on an NVIDIA GPU)")
+FLEET = Extra("fleet", "pip install 'edgekit[fleet]' on the client and on every device")
 SPIKING = Extra("spiking", "pip install 'edgekit[spiking]', or `make install` on a CPU-only "
                            "machine: it skips the CUDA torch that SpikingJelly's metadata pulls")
 

@@ -28,7 +28,7 @@ from edgekit.methods.astra.runtime.collectives import (
     all_to_all_steps,
 )
 from edgekit.methods.astra.runtime.encode import CodeSearch
-from edgekit.methods.astra.runtime.group import join
+from edgekit.methods.astra.runtime.group import backend, join, staged
 from edgekit.methods.astra.runtime.latency_model import (
     Workload,
     compute_at,
@@ -260,3 +260,23 @@ def test_compute_while_a_gather_is_in_flight_hides_its_wire_time(tmp_path):
         assert emulated == pytest.approx(wire) and slept < 0.02
         emulated, slept = out["blocking"]
         assert emulated == pytest.approx(wire) and slept == pytest.approx(wire, abs=0.005)
+
+
+@pytest.mark.parametrize("device, gpus, expected", [
+    ("cpu", 0, ("gloo", False)), ("cpu", 2, ("gloo", False)),
+    ("cuda", 1, ("gloo", True)),  # two ranks share one GPU: gloo, through host memory
+    ("cuda", 2, ("nccl", False)),
+])
+def test_process_group_backend_follows_the_gpus_per_rank(monkeypatch, device, gpus, expected):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
+    assert (backend(device, 2), staged(device, 2)) == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a CUDA device")
+def test_cuda_ranks_without_a_gpu_are_refused_before_any_rank_starts(tmp_path):
+    result = CliRunner().invoke(cli, ["astra", "run", "--device", "cuda",
+                                      "--json", str(tmp_path / "r.json")])
+    assert result.exit_code == 2, result.output
+    assert result.output.strip().splitlines()[-1].startswith(
+        "edgekit: error: --device cuda: torch sees no CUDA device"), result.output
+    assert not (tmp_path / "r.json").exists()

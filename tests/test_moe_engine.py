@@ -376,11 +376,11 @@ def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores, w
         experts.reader.read_ahead = logged
         got = dict(experts.fetch(1, {5: 1}))
         entries = store.expert_entries(1, 5)
-        # every tensor's sign-mantissa bytes, then its exponent chunks, tensor by tensor
-        assert reads == [o for e in entries for o in (e.raw.offset, e.chunks[0].offset)]
+        # a miss whose streams lie back to back is one read from its first stream
+        assert reads == [min(x.offset for e in entries for x in (*e.chunks, e.raw))]
         assert sorted(got) == [5]
         reads.clear()
-        experts.prefetch(1, {0: 1, 1: 1, 2: 1})  # 18 reads of 0.35-1 ms each at 2 MB/s
+        experts.prefetch(1, {0: 1, 1: 1, 2: 1})  # 3 reads of about 12 ms each at 2 MB/s
         dict(experts.fetch(1, {3: 1}))              # drops them: at most a few were booked
         assert len(reads) <= 6 + 4
         assert experts.stats.prefetch_wasted == 3

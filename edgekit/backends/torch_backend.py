@@ -24,11 +24,16 @@ class TorchRunner(Runner):
         self.threads = threads
         self.device = torch.device(device)
         self._previous_threads: int | None = None
+        self._allocated_before = 0
 
     def _activate_impl(self) -> None:
         if self.threads is not None:
             self._previous_threads = torch.get_num_threads()
             torch.set_num_threads(self.threads)
+        if self.device.type == "cuda":  # the peak below is this model's, not earlier work's
+            torch.cuda.synchronize(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+            self._allocated_before = torch.cuda.memory_allocated(self.device)
         self.model = self.model.to(self.device).eval()
 
     def _deactivate_impl(self) -> None:
@@ -52,8 +57,28 @@ class TorchRunner(Runner):
         return {n: o.detach().cpu().numpy() for n, o in zip(self.output_names, outs, strict=False)}
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "device": str(self.device),
-                "threads": torch.get_num_threads() if self.threads is None else self.threads}
+        info: dict[str, Any] = {
+            "backend": self.name, "device": str(self.device),
+            "threads": torch.get_num_threads() if self.threads is None else self.threads}
+        if self.device.type == "cuda":
+            info["gpu_memory"] = self._gpu_memory()
+        return info
+
+    def _gpu_memory(self) -> dict[str, Any]:
+        """PyTorch's caching-allocator figures since activation (this process's tensors only,
+        unlike the device-wide cudaMemGetInfo, which also counts the CUDA context)."""
+        stats = torch.cuda.memory_stats(self.device)
+        free, total = torch.cuda.mem_get_info(self.device)
+        return {
+            "weights_and_buffers_bytes": int(torch.cuda.memory_allocated(self.device)
+                                             - self._allocated_before),
+            "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
+            "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
+            "device_used_bytes": int(total - free),
+            "device_total_bytes": int(total),
+            "method": "torch.cuda.memory_stats peaks since activation (caching allocator); "
+                      "device-wide use from cudaMemGetInfo",
+        }
 
 
 def _check(provider: str | None) -> None:

@@ -52,7 +52,8 @@ def _internal_error(exc: BaseException) -> NoReturn:
                "for the traceback)", err=True)
     sys.exit(INTERNAL_ERROR_EXIT)
 # edgekit.cli.<name> defines the command <name>.
-_COMMANDS = ("devices", "models", "train", "export", "validate", "profile", "compare", "simulate")
+_COMMANDS = ("devices", "models", "train", "export", "validate", "profile", "compare", "simulate",
+             "fleet", "report", "tour")
 
 
 @cache

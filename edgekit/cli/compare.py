@@ -22,9 +22,11 @@ from edgekit.cli.common import (
     progress_bars,
     write_json,
 )
+from edgekit.cli.fleet import compare_fleet_command, fleet_options
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
+from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan
@@ -78,7 +80,7 @@ def to_csv(result: dict[str, Any]) -> str:
 
 
 @click.command("compare")
-@click.argument("names", nargs=-1, required=True)
+@click.argument("names", nargs=-1)
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--backend", type=click.Choice(backend_names()), default="onnxruntime",
               show_default=True)
@@ -99,17 +101,30 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--csv", "csv_path", type=OUTPUT_FILE, help="Write the table as CSV.")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
+@click.option("--from", "from_paths", type=click.Path(dir_okay=False), multiple=True,
+              help="Merge this saved compare report (repeat it) instead of measuring.")
+@fleet_options
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
             data: str | None, precisions: str | None,
-            plot_path: str | None, csv_path: str | None, json_path: str | None) -> None:
+            plot_path: str | None, csv_path: str | None, json_path: str | None,
+            from_paths: tuple[str, ...], **fleet: Any) -> None:
     """Compare models on their task metric, latency and energy.
 
     NAMES are registry entries (ENTRY or ENTRY:VARIANT), checkpoints or artifact folders.
+    With --fleet they are measured on every device kind of a fleet; with --from, saved reports
+    are merged instead.
     """
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy,
                                sysfs_root=sysfs_root)
+    if (from_paths or fleet["fleet_scheduler"]) and precisions:
+        raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
+    if from_paths or fleet["fleet_scheduler"]:
+        compare_fleet_command(list(names), settings, from_paths=list(from_paths), data=data,
+                              csv_path=csv_path, plot_path=plot_path, json_path=json_path,
+                              **fleet)
+        return
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress,
                              precisions=precisions)

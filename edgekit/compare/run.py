@@ -29,7 +29,7 @@ from edgekit.targets import looks_like_path
 from edgekit.training import evaluate_entry
 
 
-def _resolve(name: str) -> tuple[ModelEntry, str | None, Path | None]:
+def resolve_name(name: str) -> tuple[ModelEntry, str | None, Path | None]:
     """The entry, variant and trained checkpoint (None: train one) that ``name`` stands for."""
     if not looks_like_path(name):
         return (*split_name(name), None)
@@ -89,7 +89,7 @@ def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
           progress: Progress | None,
           precisions: Sequence[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows of one name (one per precision) and the precisions refused for it."""
-    entry, variant, ckpt_path = _resolve(name)
+    entry, variant, ckpt_path = resolve_name(name)
     dataset = load_dataset(entry.task, data)
     if ckpt_path is None:
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
@@ -133,7 +133,7 @@ def compare(names: Sequence[str],
                              hint="give its model name or checkpoint")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
-    tasks = {name: _resolve(name)[0].task for name in names}  # bad names fail before training
+    tasks = {name: resolve_name(name)[0].task for name in names}  # bad names fail before training
     if settings.device is not None:
         load_profile(settings.device)  # so does a bad --device
     metrics = {(t.dataset, t.metric) for t in tasks.values()}

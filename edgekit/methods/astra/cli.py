@@ -65,8 +65,9 @@ def _progress(line: str) -> None:
 
 def validate(spec: RunSpec, world_size: int) -> None:
     """Reject what the workers would reject, before any process starts (exit 2)."""
-    from edgekit.methods.astra.runtime.group import parse_fault
+    from edgekit.methods.astra.runtime.group import check_device, parse_fault
 
+    check_device(spec.device)
     dim = model_config(spec.model, spec.tokens, spec.groups)["dim"]
     for groups in (spec.groups, *spec.astra_groups):
         if groups is not None and (groups < 1 or dim % groups):
@@ -84,7 +85,8 @@ def validate(spec: RunSpec, world_size: int) -> None:
 def render_run(result: dict[str, Any]) -> Table:
     table = Table(title=f"ASTRA runtime · {result['model']} · {result['tokens']} tokens · "
                         f"{result['world_size']} rank(s) × {result['threads']} thread(s) · "
-                        f"{result['backend']}")
+                        f"{result['backend']} on {result.get('device', 'cpu')}"
+                        f"{' via host memory' if result.get('exchange_via_host') else ''}")
     for col in ("mode", "link", "reps", "latency (s)", "compute (s)", "comm measured (s)",
                 "wire emulated (s)", "wire waited (s)", "bytes sent", "bytes/token/block"):
         table.add_column(col, justify="left" if col in ("mode", "link") else "right")
@@ -106,7 +108,8 @@ def render_run(result: dict[str, Any]) -> Table:
 def run(world_size: int, json_path: str | None, **options: Any) -> None:
     """Run modes on local processes with emulated links.
 
-    Spawns WORLD_SIZE ranks (gloo on CPU); without --mode it runs ASTRA itself.
+    Spawns WORLD_SIZE ranks (gloo on CPU; with --device cuda, NCCL when each rank has a GPU of
+    its own, else gloo with ranks sharing the GPU); without --mode it runs ASTRA itself.
     """
     spec = spec_from_options(options)
     validate(spec, world_size)

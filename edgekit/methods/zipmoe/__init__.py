@@ -3,6 +3,7 @@
     config.py         the MoE architecture of a Hugging Face config.json (four families)
     hf_checkpoint.py  reading HF safetensors checkpoints (single file or shards)
     tiny.py           tiny random checkpoints in the real HF layout (tests, demo)
+    train.py          a small MoE trained on numpy's documentation, cached under $EDGEKIT_HOME
     store.py          the store: one 4 KiB-aligned data file, a manifest, CRC-32 per stream
     compress.py       checkpoint -> store, with a routing trace for the planner
     model.py          the MoE decoder LM whose experts come from a provider

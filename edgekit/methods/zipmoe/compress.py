@@ -47,7 +47,8 @@ class _CountingExperts:
                                           for p in ("gate", "up", "down")))
 
 
-def routing_trace(checkpoint: Checkpoint, text: str = CALIBRATION_TEXT) -> dict[str, Any]:
+def routing_trace(checkpoint: Checkpoint, text: str = CALIBRATION_TEXT,
+                  source: str = "built-in calibration text") -> dict[str, Any]:
     """Tokens per expert per MoE layer on ``text`` (prefill), or why there is no trace."""
     cfg = checkpoint.config
     dense_names = [n for n in cfg.tensor_shapes() if ".experts." not in n]
@@ -63,27 +64,31 @@ def routing_trace(checkpoint: Checkpoint, text: str = CALIBRATION_TEXT) -> dict[
         model.forward(ids, KVCache())
     except UsageError as exc:
         return {"skipped": str(exc)}
-    return {"text": "built-in calibration text", "tokens": len(ids),
+    return {"text": source, "tokens": len(ids),
             "counts": {str(layer): row for layer, row in sorted(experts.counts.items())}}
 
 
 def compress_checkpoint(checkpoint_dir: str | Path, out: str | Path, *,
                         codec_name: str = codec.DEFAULT_CODEC, level: int | None = None,
                         chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2, trace: bool = True,
+                        trace_text: tuple[str, str] | None = None,
                         progress: Callable[[str, int, int], None] | None = None,
                         force: bool = False) -> dict[str, Any]:
     """Compress every tensor of the checkpoint into a store; returns the manifest.
 
     ``progress(name, done, total)`` is called after each tensor is written (counts of tensors).
     ``out`` never overlaps the checkpoint; a folder edgekit did not write is replaced only with
-    ``force``."""
+    ``force``. ``trace_text``: (text, description) to trace instead of the built-in
+    calibration text (text like the model's own, for a trained model)."""
     check_output(out, inputs=[checkpoint_dir], force=force)  # before any work
     with Checkpoint(checkpoint_dir) as checkpoint:
         checkpoint.check_complete()
         names = list(checkpoint.config.tensor_shapes())
         extra_names = [n for n in checkpoint.names() if n not in set(names)]
         names += extra_names  # keep whatever else the checkpoint holds
-        trace_doc = routing_trace(checkpoint) if trace else {"skipped": "not requested"}
+        trace_doc = (routing_trace(checkpoint, *(trace_text or (CALIBRATION_TEXT,
+                                                                "built-in calibration text")))
+                     if trace else {"skipped": "not requested"})
         done = [0]
 
         def callback(name: str) -> None:

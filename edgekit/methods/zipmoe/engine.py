@@ -93,6 +93,8 @@ class EngineSettings:
     direct: bool = True                    # O_DIRECT where the file system allows
     full_ratio: float | None = None        # fix the full-pool share instead of planning it
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
+    device: str = "cpu"                    # where the model computes (cuda: decode stays on the
+                                           # CPU workers, as on the paper's Jetson)
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -150,7 +152,7 @@ class Engine:
                                          settings.policy, settings.full_ratio, settings.prefetch)
             self.storage = self.experts.reader.describe()
         try:
-            self.model = MoEModel(self.store.config, dense, self.experts)
+            self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
         except BaseException:
             self.experts.close()
             raise
@@ -165,14 +167,14 @@ class Engine:
         ids = encode_text(prompt, self.store.config.vocab_size)
         cache = KVCache()
         t0 = time.perf_counter()
-        logits = self.model.forward(ids, cache)[-1]
+        logits = self.model.forward(ids, cache)[-1].cpu()
         token = int(torch.argmax(logits))
         gen = Generation(len(ids), [token], [logits], time.perf_counter() - t0)
         if on_token:
             on_token(token)
         for _ in range(max_new_tokens - 1):
             t0 = time.perf_counter()
-            logits = self.model.forward([token], cache)[-1]
+            logits = self.model.forward([token], cache)[-1].cpu()
             token = int(torch.argmax(logits))
             gen.step_s.append(time.perf_counter() - t0)
             gen.tokens.append(token)
@@ -201,6 +203,9 @@ class Engine:
             "startup_s": self.startup_s,
             "experts": stats,
             "bytes_read": reader.stats.bytes if reader is not None else 0,
+            "breakdown": time_breakdown(total, stats,
+                                        reader.stats.bytes if reader is not None else 0,
+                                        self.settings.bandwidth_bytes_s),
             "storage": self.storage,
             "provider": self.experts.describe(),
         }
@@ -213,6 +218,26 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def time_breakdown(total_s: float, stats: dict[str, Any], bytes_read: int,
+                   bandwidth_bytes_s: float | None) -> dict[str, float | None]:
+    """Where a run's time went, so its limit is visible. The compute thread's time (prefill
+    plus decode, ``total_s``) splits into waiting for experts, decoding on it (ZipMoE without
+    workers), rebuilding tensors from their planes, and the rest: the model's own compute and
+    the bookkeeping. Beside it, the capped channel's busy time (bytes read / bandwidth; None
+    uncapped) and how much of it the compute thread did not wait for (hidden by overlap), and
+    decoding on all threads."""
+    decode_compute = stats.get("decode_compute_s", 0.0)
+    rebuild = stats.get("rebuild_s", 0.0)
+    wait = stats.get("wait_s", 0.0)
+    reads = bytes_read / bandwidth_bytes_s if bandwidth_bytes_s else None
+    return {"total_s": total_s, "wait_s": wait, "decode_on_compute_s": decode_compute,
+            "rebuild_s": rebuild,
+            "compute_s": max(0.0, total_s - wait - decode_compute - rebuild),
+            "decode_all_threads_s": stats.get("decode_s", 0.0),
+            "reads_at_cap_s": reads,
+            "reads_hidden_s": None if reads is None else max(0.0, reads - wait)}
 
 
 def prefetch_summary(experts: dict[str, Any]) -> str:

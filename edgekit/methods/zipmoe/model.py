@@ -52,8 +52,11 @@ class ExpertProvider(Protocol):
 
 
 def expert_ffn(x: torch.Tensor, w: ExpertWeights) -> torch.Tensor:
-    """SwiGLU expert: down(silu(gate x) * up x); x (n, H) fp32 -> (n, H)."""
-    return F.linear(F.silu(F.linear(x, w.gate.float())) * F.linear(x, w.up.float()), w.down.float())
+    """SwiGLU expert: down(silu(gate x) * up x); x (n, H) fp32 -> (n, H). Weights delivered in
+    host memory are copied to x's device (the paper's arrangement: decode on CPU threads,
+    compute on the GPU)."""
+    gate, up, down = (t.to(x.device).float() for t in w)
+    return F.linear(F.silu(F.linear(x, gate)) * F.linear(x, up), down)
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,7 +97,8 @@ def rope(x: torch.Tensor, positions: torch.Tensor, theta: float,
     d = x.shape[-1]
     if interleaved:
         x = x.reshape(*x.shape[:-1], d // 2, 2).transpose(-1, -2).reshape(x.shape)
-    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    inv_freq = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.int64,
+                                             device=x.device).float() / d))
     freqs = positions.float()[:, None] * inv_freq[None, :]          # (T, d/2)
     emb = torch.cat((freqs, freqs), dim=-1)                           # (T, d)
     return x * emb.cos() + _rotate_half(x) * emb.sin()
@@ -126,7 +130,8 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,
     """Causal attention; q (nh, T, d), k (nh, S, d), v (nh, S, dv) -> (T, nh * dv)."""
     t, s = q.shape[1], k.shape[1]
     scores = torch.matmul(q, k.transpose(1, 2)) * scale                 # (nh, T, S)
-    future = torch.arange(s)[None, :] > (start + torch.arange(t))[:, None]
+    future = (torch.arange(s, device=q.device)[None, :]
+              > (start + torch.arange(t, device=q.device))[:, None])
     scores = scores.masked_fill(future, float("-inf"))
     out = torch.matmul(torch.softmax(scores, dim=-1), v)                # (nh, T, dv)
     return out.transpose(0, 1).reshape(t, -1)
@@ -137,10 +142,13 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,
 # --------------------------------------------------------------------------------------------
 
 class MoEModel:
-    """Inference-only MoE decoder LM (batch 1) over fp32 dense weights and provided experts."""
+    """Inference-only MoE decoder LM (batch 1) over fp32 dense weights and provided experts.
+
+    ``device``: where the dense weights live and every matmul runs (``cuda`` on a GPU); experts
+    arrive from the provider in host memory and are copied there per use."""
 
     def __init__(self, config: MoEConfig, weights: Mapping[str, torch.Tensor],
-                 experts: ExpertProvider) -> None:
+                 experts: ExpertProvider, device: str | torch.device = "cpu") -> None:
         if config.rope_scaling is not None:
             raise UsageError(f"rope_scaling '{config.rope_scaling}' is not implemented by "
                              "edgekit's MoE model", hint="serve a config without rope_scaling")
@@ -151,14 +159,15 @@ class MoEModel:
         if missing:
             raise UsageError(f"dense weight '{missing[0]}' is missing"
                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""))
-        self.w = {name: weights[name].float() for name in expected}
+        self.device = torch.device(device)
+        self.w = {name: weights[name].to(self.device).float() for name in expected}
         self.lm_head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
 
     # -- attention ------------------------------------------------------------------------
     def _attention(self, layer: int, x: torch.Tensor, cache: KVCache, start: int) -> torch.Tensor:
         cfg, p = self.config, f"model.layers.{layer}.self_attn."
         t = x.shape[0]
-        positions = torch.arange(start, start + t)
+        positions = torch.arange(start, start + t, device=x.device)
         if cfg.family == "deepseek_v2":
             return self._mla(layer, x, cache, start, positions)
         w = self.w
@@ -264,8 +273,14 @@ class MoEModel:
             nxt = cfg.moe_layers[0]
         h = rms_norm(residual, w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
                      cfg.rms_norm_eps)
-        counts = self._counts(self.route(F.linear(h, self._gate(nxt)))[1])
-        top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: -counts[e])
+        weights, ids = self.route(F.linear(h, self._gate(nxt)))
+        counts = self._counts(ids)
+        mass = torch.zeros(cfg.num_experts).index_add_(0, ids.reshape(-1),
+                                                       weights.reshape(-1)).tolist()
+        # Most predicted tokens first, then the most router weight: the scheduler keeps this
+        # order among equals, so the likeliest experts are read first and the doubtful ones
+        # are still unread, and cancelled cheaply, when the guess proves wrong.
+        top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: (-counts[e], -mass[e]))
         prefetch(nxt, {e: counts[e] for e in top[:cfg.top_k]})
 
     def _moe(self, layer: int, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
@@ -317,7 +332,7 @@ class MoEModel:
         if max(ids) >= cfg.vocab_size:
             raise UsageError(f"token id {max(ids)} is outside the vocabulary ({cfg.vocab_size})")
         start = cache.length()
-        x = w["model.embed_tokens.weight"][torch.tensor(ids)]            # (T, H)
+        x = w["model.embed_tokens.weight"][torch.tensor(ids, device=self.device)]  # (T, H)
         for layer in range(cfg.num_layers):
             p = f"model.layers.{layer}."
             x = x + self._attention(layer, rms_norm(x, w[p + "input_layernorm.weight"],

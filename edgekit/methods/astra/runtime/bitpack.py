@@ -21,14 +21,16 @@ def packed_bytes(num_indices: int, bits: int) -> int:
 
 
 def pack(indices: torch.Tensor, bits: int) -> torch.Tensor:
-    """Indices (any shape, values < 2**bits) -> uint8 tensor of ``packed_bytes`` bytes."""
-    flat = indices.reshape(-1).to(torch.int64).numpy()
+    """Indices (any shape, values < 2**bits) -> uint8 tensor of ``packed_bytes`` bytes, in host
+    memory (where a network card reads them)."""
+    flat = indices.reshape(-1).to("cpu", torch.int64).numpy()
     planes = (flat[:, None] >> np.arange(bits, dtype=np.int64)) & 1  # (n, bits), LSB first
     return torch.from_numpy(np.packbits(planes.astype(np.uint8).reshape(-1), bitorder="little"))
 
 
 def unpack(data: torch.Tensor, count: int, bits: int) -> torch.Tensor:
-    """Inverse of ``pack``: the first ``count`` indices as int64."""
-    planes = np.unpackbits(data.numpy(), count=count * bits, bitorder="little")
+    """Inverse of ``pack``: the first ``count`` indices as int64, on ``data``'s device."""
+    planes = np.unpackbits(data.cpu().numpy(), count=count * bits, bitorder="little")
     planes = planes.reshape(count, bits).astype(np.int64)
-    return torch.from_numpy((planes << np.arange(bits, dtype=np.int64)).sum(axis=1))
+    indices = torch.from_numpy((planes << np.arange(bits, dtype=np.int64)).sum(axis=1))
+    return indices.to(data.device)

@@ -15,6 +15,11 @@ it; an all-gather started early (``start_all_gather``) sleeps only what is left 
 asks for the data, so compute done meanwhile hides the wire time as on a real link. The measured
 time of the real exchange (localhost gloo, including any wait for a slower peer) is recorded
 beside the emulated wire time and the part of it the rank waited for.
+
+Gloo exchanges CUDA tensors only in all-reduce and broadcast. With gloo and a model on a GPU
+(several ranks sharing one GPU, where NCCL cannot run), the other collectives go through host
+memory (``Comm.staged``): the copies are part of the measured exchange, as they are on an edge
+device whose network card reads host memory.
 """
 from __future__ import annotations
 
@@ -106,14 +111,18 @@ class PendingGather:
         if slept > 0:
             time.sleep(slept)
         comm.stats.add("all_gather", self.steps, blocked, emulated, slept)
-        return [t[:c] for t, c in zip(self.out, self.counts, strict=False)]
+        return [t[:c].to(comm.device) for t, c in zip(self.out, self.counts, strict=False)]
 
 
 class Comm:
     """A rank's view of the group: real gloo/NCCL collectives plus link emulation and counting."""
 
-    def __init__(self, link: LinkSpec, rank: int, world_size: int) -> None:
+    def __init__(self, link: LinkSpec, rank: int, world_size: int,
+                 device: torch.device | str = "cpu", staged: bool = False) -> None:
+        """``device``: where results belong; ``staged``: exchange through host memory (gloo with
+        CUDA tensors)."""
         self.rank, self.world_size = rank, world_size
+        self.device, self.staged = torch.device(device), staged
         self.link = link
         self.rng = np.random.default_rng([link.seed, rank])
         self.stats = CommStats()
@@ -145,9 +154,9 @@ class Comm:
         """``all_gather`` in flight: the caller computes until it needs the result (``wait``)."""
         row_bytes = local[:1].numel() * local.element_size()  # one row of dim 0
         width = max(counts)
-        padded = local
+        padded = local.cpu() if self.staged else local
         if local.shape[0] < width:
-            pad = local.new_zeros((width - local.shape[0], *local.shape[1:]))
+            pad = padded.new_zeros((width - local.shape[0], *local.shape[1:]))
             padded = torch.cat([local, pad])
         out = [torch.empty_like(padded) for _ in range(self.world_size)]
         steps = all_gather_steps([c * row_bytes for c in counts], self.rank)
@@ -168,9 +177,11 @@ class Comm:
 
         ``sent_bytes[p]``: the real bytes in ``chunks[p]`` when it carries padding.
         """
-        out = [torch.empty_like(c) for c in chunks]
         started = time.perf_counter()
-        dist.all_to_all(out, [c.contiguous() for c in chunks])
+        sent = [(c.cpu() if self.staged else c).contiguous() for c in chunks]
+        out = [torch.empty_like(c) for c in sent]
+        dist.all_to_all(out, sent)
+        out = [o.to(self.device) for o in out]
         sizes = sent_bytes or [c.numel() * c.element_size() for c in chunks]
         self._wire("all_to_all", all_to_all_steps(sizes, self.rank), started)
         return out

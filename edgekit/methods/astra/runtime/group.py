@@ -59,23 +59,44 @@ def env_rendezvous() -> bool:
     return all(name in os.environ for name in ENV_VARS)
 
 
-def backend() -> str:
-    """NCCL when this process has a CUDA device, else gloo (the CPU backend)."""
-    return "nccl" if torch.cuda.is_available() else "gloo"
+DEVICES = ("cpu", "cuda")
 
 
-def join(timeout_s: float) -> tuple[int, int]:
+def backend(device: str, world_size: int) -> str:
+    """NCCL when every rank has a GPU of its own; else gloo, which exchanges CUDA tensors through
+    host memory when several ranks share one GPU (``staged``)."""
+    if device == "cuda" and torch.cuda.device_count() >= world_size > 1:
+        return "nccl"
+    return "gloo"
+
+
+def staged(device: str, world_size: int) -> bool:
+    """True when collectives must copy through host memory (gloo with CUDA tensors)."""
+    return device == "cuda" and backend(device, world_size) == "gloo"
+
+
+def check_device(device: str) -> None:
+    """Refuse a device this machine does not have, before any rank starts (exit 2)."""
+    if device not in DEVICES:
+        raise UsageError(f"unknown device '{device}'", hint=f"one of {', '.join(DEVICES)}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UsageError("--device cuda: torch sees no CUDA device on this machine",
+                         hint="use --device cpu, or a CUDA build of torch on a GPU machine")
+
+
+def join(timeout_s: float, device: str = "cpu") -> tuple[int, int]:
     """Join the group named by the environment; returns (rank, world size)."""
     if not env_rendezvous():
         missing = ", ".join(v for v in ENV_VARS if v not in os.environ)
         raise UsageError(f"no process group to join: {missing} not set",
                          hint="start workers with `edgekit astra run` or torchrun")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if device == "cuda":  # one GPU per rank where there are enough, else ranks share them
+        local = int(os.environ.get("LOCAL_RANK", rank))
+        torch.cuda.set_device(local % torch.cuda.device_count())
     if world > 1:
-        if backend() == "nccl":
-            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
-        dist.init_process_group(backend(), init_method="env://", rank=rank, world_size=world,
-                                timeout=_dt.timedelta(seconds=timeout_s))
+        dist.init_process_group(backend(device, world), init_method="env://", rank=rank,
+                                world_size=world, timeout=_dt.timedelta(seconds=timeout_s))
     return rank, world
 
 

@@ -48,11 +48,14 @@ class RunSpec:
     bp_blocks: int = 4
     astra_groups: tuple[int, ...] = ()  # also run ASTRA at these VQ group counts (astra-gG)
     keep_logits: bool = False
+    device: str = "cpu"  # where each rank computes: cpu, or cuda (ranks share GPUs if too few)
     links: tuple[LinkSpec, ...] = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.modes:
             raise UsageError("give at least one --mode")
+        if self.device not in ("cpu", "cuda"):
+            raise UsageError(f"unknown device '{self.device}': cpu or cuda")
         for name in ("batch", "reps", "threads", "bp_blocks"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name.replace('_', '-')} must be at least 1")
@@ -86,6 +89,7 @@ class RunSpec:
                 args += [name, str(value)]
         if self.keep_logits:
             args.append("--keep-logits")
+        args += ["--device", self.device]
         return args
 
 
@@ -93,6 +97,7 @@ def spec_options(f):  # noqa: ANN001, ANN201 - click decorator stack
     """The options of ``edgekit astra run`` and of the worker, which rebuild a RunSpec."""
     import click
 
+    from edgekit.methods.astra.runtime.group import DEVICES
     from edgekit.methods.astra.runtime.models import MODEL_CONFIGS
     from edgekit.methods.astra.runtime.modes import MODE_NAMES
 
@@ -124,6 +129,10 @@ def spec_options(f):  # noqa: ANN001, ANN201 - click decorator stack
                      help="Seconds a rank waits for the rendezvous or a collective."),
         click.option("--threads", type=THREADS, default=1, show_default=True,
                      help="torch threads per rank."),
+        click.option("--device", type=click.Choice(DEVICES), default="cpu",
+                     show_default=True,
+                     help="Where each rank computes. cuda with fewer GPUs than ranks shares "
+                          "them over gloo, exchanging through host memory."),
         click.option("--fault", help="Inject a fault: RANK:crash, RANK:kill or RANK:hang."),
         click.option("--seed", type=SEED, default=0, show_default=True,
                      help="Seed of the (untrained) weights and inputs."),

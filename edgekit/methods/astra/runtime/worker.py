@@ -25,7 +25,7 @@ import torch.distributed as dist
 
 from edgekit.fileio import atomic_write_json
 from edgekit.methods.astra.runtime.collectives import Comm
-from edgekit.methods.astra.runtime.group import backend, join, leave, parse_fault
+from edgekit.methods.astra.runtime.group import backend, join, leave, parse_fault, staged
 from edgekit.methods.astra.runtime.link import LinkSpec
 from edgekit.methods.astra.runtime.models import build_model, example_images
 from edgekit.methods.astra.runtime.modes import make_mode
@@ -52,6 +52,8 @@ def _timed_forward(mode: Any, comm: Comm, tokens: torch.Tensor, world: int
     comm.reset()
     start = time.perf_counter()
     logits = mode.forward(tokens)
+    if tokens.is_cuda:  # kernels run asynchronously: the pass ends when the GPU is done
+        torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
     stats = comm.reset()
     record = {"rank": comm.rank, "latency_s": elapsed, "compute_s": elapsed - stats.waited_s,
@@ -107,22 +109,25 @@ def _extra_astra(spec: RunSpec, comm: Comm) -> list[tuple[Any, torch.Tensor]]:
     """ASTRA on the same model at other VQ group counts, named ``astra-gG``."""
     extra = []
     for groups in spec.astra_groups:
-        model = build_model(spec.model, spec.seed, spec.tokens, groups)
+        model = build_model(spec.model, spec.seed, spec.tokens, groups).to(spec.device)
         mode = make_mode("astra", model, comm)
         mode.name = f"astra-g{groups}"
-        extra.append((mode, model.embed(example_images(model, spec.batch, spec.seed))))
+        images = example_images(model, spec.batch, spec.seed).to(spec.device)
+        extra.append((mode, model.embed(images)))
     return extra
 
 
 def run(spec: RunSpec) -> dict[str, Any] | None:
     """This rank's part of ``spec``; rank 0 returns the result, the others None."""
     torch.set_num_threads(spec.threads)
-    rank, world = join(spec.timeout_s)
+    rank, world = join(spec.timeout_s, spec.device)
     fault = parse_fault(spec.fault, world)
     with torch.inference_mode():
-        model = build_model(spec.model, spec.seed, spec.tokens, spec.groups)
-        tokens = model.embed(example_images(model, spec.batch, spec.seed))  # [B, T, D]
-        comm = Comm(LinkSpec(None), rank, world)
+        model = build_model(spec.model, spec.seed, spec.tokens, spec.groups).to(spec.device)
+        images = example_images(model, spec.batch, spec.seed).to(spec.device)
+        tokens = model.embed(images)  # [B, T, D]
+        device = tokens.device
+        comm = Comm(LinkSpec(None), rank, world, device, staged(spec.device, world))
         modes = [(make_mode(name, model, comm, spec.bp_blocks, spec.seed), tokens)
                  for name in spec.modes]
         modes += _extra_astra(spec, comm)
@@ -133,7 +138,8 @@ def run(spec: RunSpec) -> dict[str, Any] | None:
     if rank != 0:
         return None
     cfg = model.config
-    return {"model": spec.model, "world_size": world, "backend": backend(),
+    return {"model": spec.model, "world_size": world, "backend": backend(spec.device, world),
+            "device": str(device), "exchange_via_host": comm.staged,
             "threads": spec.threads, "batch": spec.batch, "tokens": cfg.num_tokens,
             "dim": cfg.dim, "depth": cfg.depth, "heads": cfg.heads, "groups": cfg.groups,
             "codes": cfg.codes, "bp_blocks": spec.bp_blocks,

@@ -1,0 +1,126 @@
+"""Compare and profile on a fleet: export once on the client, measure on every device kind.
+
+The client does what does not depend on the device: it trains (cached), scores the model on its
+test split (the ONNX export is validated against PyTorch, so the score holds on every device),
+and exports ONNX once. Each selected device kind then receives the artifact, builds there what
+must be built there (a TensorRT engine on a Jetson with ``--backend tensorrt``) and profiles it
+with its own meter; the client merges the reports.
+"""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edgekit.checkpoint import load_checkpoint
+from edgekit.compare.cache import cached_checkpoint
+from edgekit.compare.run import resolve_name
+from edgekit.data import load_dataset
+from edgekit.errors import UsageError
+from edgekit.exporters import export_onnx
+from edgekit.fleet.jobs import Job, Limits, Outcome, run_jobs
+from edgekit.fleet.merge import merged, profile_row
+from edgekit.fleet.payload import Payload, pack
+from edgekit.fleet.status import select_kinds
+from edgekit.profiler.run import ProfileSettings
+from edgekit.progress import Progress, ProgressUpdate
+from edgekit.targets import load_model_source, looks_like_path
+from edgekit.training import evaluate_entry
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """What the client knows of one model before any device measures it."""
+
+    entry: Any
+    dataset: str
+    score: float
+    checkpoint: str | None
+    payload: Payload
+
+
+def _export(name: str, source_target: str, settings: ProfileSettings, workdir: Path) -> Payload:
+    """The payload of ``name``: its artifact folder or .onnx file as it is, else a fresh ONNX
+    export (validated against PyTorch) of ``source_target``."""
+    path = Path(name)
+    if looks_like_path(name) and (path.is_dir() or path.suffix == ".onnx"):
+        return pack(name, path)
+    folder = Path(tempfile.mkdtemp(prefix="export-", dir=workdir)) / "artifact"
+    result = export_onnx(load_model_source(source_target), folder, batch=settings.batch)
+    return pack(name, result.folder)
+
+
+def _scored(name: str, settings: ProfileSettings, data: str | Path | None, workdir: Path,
+            progress: Progress | None) -> _Scored:
+    entry, variant, ckpt_path = resolve_name(name)
+    dataset = load_dataset(entry.task, data)
+    if ckpt_path is None:
+        ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
+    model, _ = load_checkpoint(ckpt_path)
+    score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
+    return _Scored(entry, dataset.name, score, str(ckpt_path),
+                   _export(name, str(ckpt_path), settings, workdir))
+
+
+def fleet_compare(names: Sequence[str], client: Any,
+                  settings: ProfileSettings = ProfileSettings(),  # noqa: B008 (frozen)
+                  *, devices: Sequence[str] | None = None, data: str | Path | None = None,
+                  limits: Limits = Limits(),  # noqa: B008 (frozen)
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """``edgekit compare`` on every selected device kind of the fleet ``client`` reaches: one
+    merged report with a device column, Pareto fronts per device, and the failed jobs."""
+    if not names:
+        raise UsageError("compare needs at least one model name")
+    if len(set(names)) != len(names):
+        raise UsageError("compare got the same name twice")
+    tasks = {name: resolve_name(name)[0].task for name in names}
+    if len({(t.dataset, t.metric) for t in tasks.values()}) > 1:
+        listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())
+        raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
+                         hint="compare the models of each task separately")
+    kinds = select_kinds(client, devices)  # a kind with no worker fails before any work
+    task = next(iter(tasks.values()))
+    with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
+        scored = {}
+        for i, name in enumerate(names):
+            if progress is not None:
+                progress(ProgressUpdate("scoring and exporting", i, len(names), note=name))
+            scored[name] = _scored(name, settings, data, Path(tmp), progress)
+        if progress is not None:
+            progress(ProgressUpdate("scoring and exporting", len(names), len(names)))
+    jobs = [Job(name, kind) for name in names for kind in kinds]
+    outcomes = run_jobs(client, jobs, {n: s.payload for n, s in scored.items()}, settings,
+                        limits=limits, progress=progress)
+    rows = []
+    for outcome in outcomes:
+        if outcome.report is None:
+            continue
+        s = scored[outcome.job.name]
+        rows.append(profile_row(outcome.job.name, outcome.report, entry=s.entry,
+                                dataset=s.dataset, score=s.score, checkpoint=s.checkpoint,
+                                worker=outcome.worker))
+    return merged(rows, metric=task.metric, higher_is_better=task.higher_is_better,
+                  backend=settings.backend, failures=_failures(outcomes))
+
+
+def _failures(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
+    return [o.to_failure() for o in outcomes if o.error is not None]
+
+
+def fleet_profile(target: str, client: Any,
+                  settings: ProfileSettings = ProfileSettings(),  # noqa: B008 (frozen)
+                  *, devices: Sequence[str] | None = None,
+                  limits: Limits = Limits(),  # noqa: B008 (frozen)
+                  progress: Progress | None = None) -> dict[str, Any]:
+    """``edgekit profile TARGET`` on every selected device kind: one report per device, and the
+    failed jobs. TARGET is exported to ONNX once on the client (an artifact or .onnx file is
+    shipped as it is)."""
+    kinds = select_kinds(client, devices)
+    with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
+        payload = _export(target, target, settings, Path(tmp))
+    outcomes = run_jobs(client, [Job(target, kind) for kind in kinds], {target: payload},
+                        settings, limits=limits, progress=progress)
+    return {"reports": [o.report for o in outcomes if o.report is not None],
+            "failures": _failures(outcomes)}

@@ -1,0 +1,260 @@
+"""The device fleet on a real local Dask cluster: a scheduler and worker processes started by
+``edgekit fleet``, labelled as different device kinds (all really this CPU)."""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from click.testing import CliRunner
+
+from tests.oneline import one_line_error
+
+distributed = pytest.importorskip("distributed", reason="the fleet extra is not installed")
+
+EXE = [sys.executable, "-m", "edgekit"]
+ORIN, XAVIER = "jetson-orin-nano-8gb", "jetson-xavier-nx"
+START_S = 120.0  # processes import torch to detect their device: slow on a loaded 2-core box
+
+
+class Cluster:
+    """``edgekit fleet scheduler`` on a free localhost port and ``edgekit fleet worker``s, each in
+    its own session so a test can kill a worker with its child process, as a device vanishes."""
+
+    def __init__(self) -> None:
+        self.scheduler = subprocess.Popen([*EXE, "fleet", "scheduler", "--port", "0"],
+                                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                          text=True, start_new_session=True)
+        self.address = self._listening()
+        self.workers: dict[str, subprocess.Popen] = {}
+
+    def _listening(self) -> str:
+        sel = selectors.DefaultSelector()
+        sel.register(self.scheduler.stderr, selectors.EVENT_READ)
+        deadline = time.monotonic() + START_S
+        while time.monotonic() < deadline:
+            if sel.select(timeout=1.0):
+                line = self.scheduler.stderr.readline()
+                if line.startswith("fleet scheduler listening on "):
+                    return line.split()[-1]
+                if not line:
+                    break
+        raise RuntimeError("the scheduler did not start")
+
+    def add(self, name: str, device: str) -> None:
+        self.workers[name] = subprocess.Popen(
+            [*EXE, "fleet", "worker", self.address, "--device", device, "--name", name],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+
+    def client(self):
+        from edgekit.fleet import connect
+
+        client = connect(self.address)
+        client.wait_for_workers(len(self.workers), timeout=START_S)
+        return client
+
+    def kill(self, name: str) -> None:
+        os.killpg(self.workers[name].pid, signal.SIGKILL)
+        self.workers[name].wait()
+
+    def close(self) -> None:
+        for proc in [*self.workers.values(), self.scheduler]:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@pytest.fixture
+def cluster():
+    made = Cluster()
+    yield made
+    made.close()
+
+
+def _cli(*args: str) -> tuple[int, str]:
+    from edgekit.cli import cli
+
+    result = CliRunner().invoke(cli, list(args))
+    return result.exit_code, result.output
+
+
+def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_mlp, tmp_path):
+    from edgekit.exporters import export_onnx
+    from edgekit.targets import load_model_source
+
+    cluster.add("orin-1", ORIN)
+    cluster.add("xavier-1", XAVIER)
+    artifact = export_onnx(load_model_source(str(trained_mlp)), tmp_path / "mlp-art").folder
+    with cluster.client():
+        pass  # both workers joined
+    code, out = _cli("fleet", "status", cluster.address, "--json", str(tmp_path / "st.json"))
+    assert code == 0, out
+    status = json.loads((tmp_path / "st.json").read_text())["devices"]
+    assert [(d["profile"], d["name"], d["busy"]) for d in status] == [
+        (ORIN, "orin-1", False), (XAVIER, "xavier-1", False)]
+    assert all(d["sensors"] == [] and d["edgekit"] for d in status)  # this VM has no sensors
+    code, out = _cli("compare", "mlp:small", "--fleet", cluster.address, "--devices",
+                     "jetson-nano")
+    one_line_error(code, out, 2, "no worker of device kind jetson-nano", ORIN, XAVIER)
+
+    report = tmp_path / "fleet.json"
+    code, out = _cli("compare", "mlp:small", str(artifact), "--fleet", cluster.address,
+                     "--duration", "0.2", "--threads", "1", "--json", str(report),
+                     "--plot", str(tmp_path / "fleet.png"))
+    assert code == 0, out
+    doc = json.loads(report.read_text())
+    rows = {(r["device"], r["name"]): r for r in doc["rows"]}
+    assert set(rows) == {(d, n) for d in (ORIN, XAVIER) for n in ("mlp:small", str(artifact))}
+    for (device, name), row in rows.items():
+        assert row["profile"]["device"]["profile"] == device  # measured as that kind there
+        assert row["worker"] == ("orin-1" if device == ORIN else "xavier-1")
+        assert row["accuracy"] == rows[(ORIN, name)]["accuracy"] > 0.5  # scored once, here
+        assert row["latency_p50_ms"] > 0
+    for device in (ORIN, XAVIER):  # each device has its own front
+        assert any(r["pareto_latency"] for r in doc["rows"] if r["device"] == device)
+    assert doc["failures"] == []
+    assert (tmp_path / "fleet.png").stat().st_size > 0
+    assert f"{ORIN}" in out and "mlp:small" in out
+
+    code, out = _cli("profile", str(artifact), "--fleet", cluster.address, "--devices", XAVIER,
+                     "--backend", "onnxruntime", "--duration", "0.1", "--threads", "1",
+                     "--json", str(tmp_path / "prof.json"))
+    assert code == 0, out
+    (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
+    assert prof["device"]["profile"] == XAVIER and prof["target"] == str(artifact)
+    one_line_error(*_cli("compare", "--from", str(tmp_path / "prof.json")), 2,
+                   "prof.json: a 'fleet-profile' report, not a compare report")
+
+    # one more device, measured earlier on its own: --from merges without measuring again
+    from edgekit.compare import compare
+    from edgekit.profiler.run import ProfileSettings
+    from edgekit.profiler.timing import TimingPlan
+    from edgekit.provenance import report_document
+
+    single = compare(["mlp:small"], ProfileSettings(backend="onnxruntime", threads=1,
+                                                    device="jetson-agx-orin-64gb",
+                                                    plan=TimingPlan(duration_s=0.1)))
+    alone = tmp_path / "agx.json"
+    alone.write_text(json.dumps(report_document("compare", single)))
+    merged = tmp_path / "merged.json"
+    code, out = _cli("compare", "--from", str(report), "--from", str(alone), "--json",
+                     str(merged), "--csv", str(tmp_path / "merged.csv"))
+    assert code == 0, out
+    mdoc = json.loads(merged.read_text())
+    assert sorted(d["profile"] for d in mdoc["devices"]) == sorted(
+        [ORIN, XAVIER, "jetson-agx-orin-64gb"])
+    agx = [r for r in mdoc["rows"] if r["device"] == "jetson-agx-orin-64gb"]
+    assert len(mdoc["rows"]) == 5 and agx[0]["pareto_latency"]  # alone on its device's front
+    assert agx[0]["latency_p50_ms"] == single["rows"][0]["latency_p50_ms"]  # not re-measured
+    assert "jetson-agx-orin-64gb" in (tmp_path / "merged.csv").read_text()
+
+    code, out = _cli("compare", "--from", str(report), "--from", str(report))
+    one_line_error(code, out, 2, "mlp:small on", "is in both")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({**doc, "rows": [{**doc["rows"][0], "latency_p50_ms": "fast"}]}))
+    one_line_error(*_cli("compare", "--from", str(bad)), 2, str(bad), "latency_p50_ms")
+
+
+def _tiny_onnx(path: Path) -> Path:
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((8, 8), dtype=np.float32), "w")
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"])], "tiny",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])],
+                              [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_path):
+    from edgekit.fleet.jobs import Job, Limits, run_jobs
+    from edgekit.fleet.payload import pack
+    from edgekit.profiler.run import ProfileSettings
+    from edgekit.profiler.timing import TimingPlan
+
+    cluster.add("orin-a", ORIN)
+    cluster.add("orin-b", ORIN)
+    cluster.add("xavier", XAVIER)
+    payload = pack("tiny", _tiny_onnx(tmp_path / "tiny.onnx"))
+    settings = ProfileSettings(backend="onnxruntime", threads=1,
+                               plan=TimingPlan(warmup_s=0.0, duration_s=0.2))
+    killed: dict[str, str] = {}  # device kind -> the worker killed mid-job
+
+    def kill_where_jobs_start() -> None:  # a device vanishes once its job started a runner
+        deadline = time.monotonic() + START_S
+        while len(killed) < 2 and time.monotonic() < deadline:
+            for name, proc in list(cluster.workers.items()):
+                kind = ORIN if name.startswith("orin") else XAVIER
+                if kind in killed or proc.poll() is not None:
+                    continue
+                try:
+                    children = psutil.Process(proc.pid).children()
+                    busy = any("edgekit.fleet.child" in c.cmdline() for c in children)
+                except psutil.Error:
+                    continue
+                if busy:
+                    killed[kind] = name
+                    cluster.kill(name)
+            time.sleep(0.05)
+
+    with cluster.client() as client:
+        watcher = threading.Thread(target=kill_where_jobs_start)
+        watcher.start()
+        outcomes = run_jobs(client, [Job("tiny", ORIN), Job("tiny", XAVIER)], {"tiny": payload},
+                            settings, limits=Limits(job_timeout_s=120, no_worker_s=2))
+        watcher.join()
+        orin, xavier = outcomes
+        assert set(killed) == {ORIN, XAVIER}
+        survivor = ({"orin-a", "orin-b"} - {killed[ORIN]}).pop()
+        assert orin.error is None and orin.worker == survivor  # retried on its twin
+        assert orin.report["device"]["profile"] == ORIN
+        assert xavier.report is None and xavier.error.startswith(f"{XAVIER}: no worker")
+        assert "xavier left mid-job" in xavier.error
+
+        started = time.monotonic()
+        slow = ProfileSettings(backend="onnxruntime", threads=1,
+                               plan=TimingPlan(warmup_s=0.0, duration_s=600.0))
+        (late,) = run_jobs(client, [Job("tiny", ORIN)], {"tiny": payload}, slow,
+                           limits=Limits(job_timeout_s=1.0, grace_s=60.0))
+        assert late.report is None and "timed out after 1 s on the device" in late.error
+        assert late.error.startswith(f"{ORIN} ({survivor})")
+        assert time.monotonic() - started < 60  # killed on the device, not waited out
+
+
+def test_addresses_and_tls_options(tmp_path):
+    from edgekit.errors import UsageError
+    from edgekit.fleet.engine import address, security
+
+    assert address("jetson.local", tls=False) == "tcp://jetson.local:8786"
+    assert address("10.0.0.5:9000", tls=True) == "tls://10.0.0.5:9000"
+    for bad in ("ws://h:1", "h:port", ":8786"):
+        with pytest.raises(UsageError):
+            address(bad, tls=False)
+    with pytest.raises(UsageError, match="--tls was given"):
+        address("tcp://h:1", tls=True)
+    (tmp_path / "ca.pem").write_text("x")
+    with pytest.raises(UsageError, match="missing cert.pem, key.pem"):
+        security(tmp_path)
+    one_line_error(*_cli("fleet", "status", "h:1", "--tls", str(tmp_path)), 2,
+                   "missing cert.pem, key.pem")
+    one_line_error(*_cli("compare", "mlp:small", "--fleet", "h:1", "--device", ORIN), 2,
+                   "--device does not apply with --fleet")
+    one_line_error(*_cli("fleet", "status", "127.0.0.1:1"), 2,
+                   "no fleet scheduler at tcp://127.0.0.1:1")  # at once, not after a timeout
+    one_line_error(*_cli("fleet", "worker", "127.0.0.1:1"), 2, "no fleet scheduler at")
+    one_line_error(*_cli("fleet", "status", "h:port"), 2, "port 'port' is not a number")
+    one_line_error(*_cli("compare", "mlp", "--fleet", "h:1", "--job-timeout", "nan"), 2,
+                   "--job-timeout")
+    one_line_error(*_cli("compare", "--from", str(tmp_path)), 2, str(tmp_path))
