@@ -22,6 +22,11 @@ class Precision:
     trtexec_flag: str | None = None  # an engine precision edgekit builds, and trtexec's switch
     builder_flag: str | None = None  # the TensorRT BuilderFlag it sets; None: plain fp32, TF32 off
     column: bool = False  # a peak column of the ``edgekit devices`` table
+    # The grid's resolution relative to a value's magnitude: the unit roundoff 2^-p of a float
+    # with a p-bit significand, or one step of a symmetric 8-bit grid spanning +-max (2/255, about
+    # 2^-7). Validation of a reduced-precision ONNX artifact scales its tolerance by it.
+    roundoff: float
+    onnx: bool = False  # edgekit makes an ONNX Runtime artifact of it (``export --precision``)
 
     @property
     def unit(self) -> str:
@@ -45,16 +50,18 @@ def get_precision(name: str) -> Precision:
     return _PRECISIONS.get(name)
 
 
-register_precision(Precision(name="fp64", torch_dtype="float64"))
+register_precision(Precision(name="fp64", torch_dtype="float64", roundoff=2.0**-53))
 register_precision(Precision(name="fp32", torch_dtype="float32", calibrate=True,
-                             trtexec_flag="--noTF32", column=True))
-register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True))
+                             trtexec_flag="--noTF32", column=True, roundoff=2.0**-24, onnx=True))
+register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True, roundoff=2.0**-11))
 register_precision(Precision(name="fp16", torch_dtype="float16", calibrate=True,
-                             trtexec_flag="--fp16", builder_flag="FP16", column=True))
-register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True))
+                             trtexec_flag="--fp16", builder_flag="FP16", column=True,
+                             roundoff=2.0**-11, onnx=True))
+register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True, roundoff=2.0**-8))
 register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
-                             builder_flag="INT8", column=True))
+                             builder_flag="INT8", column=True, roundoff=2.0**-7, onnx=True))
 
 ALL = tuple(p.name for p in list_precisions())  # what a device profile may give a peak for
 TENSORRT = tuple(p.name for p in list_precisions() if p.trtexec_flag)  # engine precisions
 CALIBRATED = tuple(p.name for p in list_precisions() if p.calibrate)  # calibrate's default set
+ONNX = tuple(p.name for p in list_precisions() if p.onnx)  # export --to onnx --precision choices

@@ -52,6 +52,8 @@ MANIFEST_FIELDS = Object({
     "flops_per_sample": Optional(NUMBER),
     "task": Optional(ANY_OBJECT),
     "validation": Optional(_VALIDATION),
+    "precision": Optional(STR),  # an ONNX artifact converted to fp16 / int8 (exporters/quantize)
+    "accuracy": Optional(Object({"value": Optional(NUMBER), "fp32_value": Optional(NUMBER)})),
     "reference": Optional(Object({"batch": Optional(INT)})),
     "onnx": Optional(Object({"file": Optional(STR), "sha256": Optional(STR),
                              "validation": Optional(_VALIDATION)})),

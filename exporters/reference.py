@@ -177,7 +177,8 @@ def default_tolerance(manifest: dict[str, Any],
     """(atol, rtol, why): the export's own tolerance, widened for fp16 / int8 engines."""
     from edgekit.registry import ExportSettings
 
-    validation = (manifest.get("onnx") or {}).get("validation") or manifest.get("validation") or {}
+    validation = ((manifest.get("onnx") or manifest.get("fp32") or {}).get("validation")
+                  or manifest.get("validation") or {})
     outputs = validation.get("outputs") or [{}]
     atol = float(outputs[0].get("atol", ExportSettings.atol))
     rtol = float(outputs[0].get("rtol", ExportSettings.rtol))
@@ -269,6 +270,17 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
         with OnnxRuntimeRunner(onnx_file, threads=1) as runner:
             expected = runner.infer(reference.inputs)
         label = "ONNX Runtime (CPU) on the engine's ONNX model"
+    converted = artifact.manifest.get("precision", "fp32")
+    if (artifact.format == "onnx" and converted != "fp32" and against == "reference"
+            and why != "given"):
+        from edgekit.exporters.quantize import open_session, validate_precision
+
+        runner = open_session(artifact.model_path)  # per output, at the precision's tolerance
+        try:
+            report = validate_precision(runner, reference, converted, atol, rtol)
+        finally:
+            runner.deactivate()
+        return artifact, report, f"default for {converted}, per output"
     actual = _run_artifact(artifact, reference.inputs)
     report = compare_outputs(actual, expected, atol, rtol, against=label,
                              inputs=f"{REFERENCE_FILE} (batch {reference.batch})")

@@ -17,6 +17,7 @@ from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import EXPORT_FORMATS
 from edgekit.exporters.artifact import Artifact, is_artifact, load_artifact
 from edgekit.exporters.onnx import export_onnx
+from edgekit.exporters.quantize import PrecisionConfig
 from edgekit.exporters.reference import validate_artifact
 from edgekit.exporters.tensorrt import EngineBuildConfig
 from edgekit.exporters.validate import ValidationReport, check_tolerances
@@ -43,6 +44,7 @@ class ExportOptions:
     engine: EngineBuildConfig = field(default_factory=EngineBuildConfig)  # tensorrt, bundle
     calib_data: str | Path | None = None  # int8: an .npz (x, y) to calibrate with
     cuda_graph: bool = False  # bundle: profile with CUDA graphs in its README's commands
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)  # --to onnx: fp16, int8
     force: bool = False  # replace an existing output folder that edgekit did not write
 
 
@@ -86,6 +88,8 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
     check_tolerances(options.atol, options.rtol)  # before any work
     if not 1 <= options.batch:
         raise UsageError(f"--batch must be at least 1, got {options.batch}")
+    if to == "onnx" and options.precision.precision != "fp32":
+        return _export_precision(target, output, options, echo)
     if to in ("onnx", "nir"):
         source = load_model_source(target)
         out = output or f"{_stem(source.name)}-{to}"
@@ -112,6 +116,9 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
                                      if p is not None and Path(p).exists()],
                      force=options.force)
     with _onnx_artifact(target, to, options, echo) as (artifact, origin):
+        if artifact.manifest.get("precision", "fp32") != "fp32":
+            raise UsageError(f"{target} is a {artifact.manifest['precision']} ONNX artifact",
+                             hint=f"build {to} from the FP32 artifact with --precision")
         calibration = None
         if build.precision == "int8":
             from edgekit.exporters.calibration import samples_for_artifact
@@ -134,6 +141,34 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
         return write_jetson_bundle(artifact, output or f"{name}-jetson", build,
                                    calibration=calibration, cuda_graph=options.cuda_graph,
                                    force=options.force)
+
+
+def _export_precision(target: str, output: str | Path | None, options: ExportOptions,
+                      echo: Echo) -> Any:
+    """An fp16 or int8 ONNX artifact: the FP32 artifact first (TARGET itself where it is one),
+    then ONNX Runtime's conversion, validated against the FP32 reference and scored."""
+    from edgekit.exporters.quantize import export_precision
+
+    config = options.precision
+    if output is not None:
+        check_output(output, inputs=[p for p in (target, options.calib_data)
+                                     if p is not None and Path(p).exists()],
+                     force=options.force)
+    with _onnx_artifact(target, "onnx", options, echo) as (artifact, _):
+        samples = None
+        if config.calibrated:
+            from edgekit.exporters.calibration import samples_for_artifact
+
+            samples = samples_for_artifact(artifact.folder, artifact.manifest,
+                                           options.calib_data, config.calib_samples)
+            echo(f"calibrating with {samples.count} samples from {samples.origin}")
+        out = output or f"{_stem(artifact.source_name)}-onnx-{config.precision}"
+        if output is None:
+            check_output(out, inputs=[target], force=options.force)
+        echo(f"converting {artifact.source_name} to {config.precision} -> {out}")
+        inputs = tuple(p for p in (options.calib_data,) if p is not None)
+        return export_precision(artifact, out, config, samples=samples, atol=options.atol,
+                                rtol=options.rtol, force=options.force, inputs=inputs)
 
 
 @dataclass(frozen=True)

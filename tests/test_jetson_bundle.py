@@ -168,7 +168,8 @@ def test_bundle_with_a_calibration_cache(tmp_path):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["mlp:small", "--precision", "fp16"], "apply to --to tensorrt and --to jetson-bundle"),
+    (["mlp:small", "--workspace", "256"], "apply to --to tensorrt and --to jetson-bundle"),
+    (["mlp:small", "--to", "nir", "--precision", "fp16"], "--precision applies to --to onnx"),
     (["mlp:small", "--to", "jetson-bundle", "--calibrator", "minmax"], "apply to --precision int8"),
     (["mlp:small", "--to", "tensorrt", "--cuda-graph"],
      "--cuda-graph applies to --to jetson-bundle"),

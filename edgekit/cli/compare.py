@@ -26,13 +26,15 @@ from edgekit.cli.fleet import compare_fleet_command, fleet_options
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.energy import METER_NAMES
+from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
 
-CSV_COLUMNS = ("name", "family", "params", "flops_per_sample", "latency_p50_ms",
-               "latency_p99_ms", "throughput_per_s", "energy_per_inference_j", "energy_source",
+CSV_COLUMNS = ("name", "family", "precision", "params", "flops_per_sample", "size_bytes",
+               "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s",
+               "energy_per_inference_j", "energy_source",
                "peak_rss_mib", "pareto_latency", "pareto_energy")
 
 
@@ -44,16 +46,24 @@ def format_score(metric: str, value: float) -> str:
 def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
     metric = result["metric"]
+    by_precision = bool(result.get("precisions"))  # --precision: its column and the file size
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
                   title_style="bold")
-    for col in ("", "model", metric, "params", "MFLOPs", "p50 ms", "p99 ms", "samples/s", "mJ/inf"):
-        table.add_column(col, justify="left" if col in ("", "model") else "right")
+    columns = ("", "model", *(("precision",) if by_precision else ()), metric, "params",
+               "MFLOPs", *(("KiB",) if by_precision else ()), "p50 ms", "p99 ms", "samples/s",
+               "mJ/inf")
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("", "model", "precision") else "right")
     for r in result["rows"]:
-        mark = ("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
+        mark = (("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
+                + ("!" if r.get("validated") is False else ""))
         energy = r["energy_per_inference_j"]
-        table.add_row(mark, r["name"], format_score(metric, r[metric]), f"{r['params']:,}",
-                      f"{r['flops_per_sample'] / 1e6:.3f}", f"{r['latency_p50_ms']:.3f}",
-                      f"{r['latency_p99_ms']:.3f}", f"{r['throughput_per_s']:.0f}",
+        table.add_row(mark, r["name"], *((r["precision"],) if by_precision else ()),
+                      format_score(metric, r[metric]), f"{r['params']:,}",
+                      f"{r['flops_per_sample'] / 1e6:.3f}",
+                      *((f"{r['size_bytes'] / 1024:.1f}",) if by_precision else ()),
+                      f"{r['latency_p50_ms']:.3f}", f"{r['latency_p99_ms']:.3f}",
+                      f"{r['throughput_per_s']:.0f}",
                       "-" if math.isnan(energy) else f"{energy * 1e3:.4f}")
     return table
 
@@ -61,6 +71,8 @@ def render_compare(result: dict[str, Any]) -> Table:
 def to_csv(result: dict[str, Any]) -> str:
     buf = io.StringIO()
     columns = (*CSV_COLUMNS[:2], result["metric"], *CSV_COLUMNS[2:])
+    if result.get("precisions"):
+        columns = (*columns, "validated")
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result["rows"])
@@ -81,6 +93,10 @@ def to_csv(result: dict[str, Any]) -> str:
               help="Read the energy sensors under this folder instead of / (a container that "
                    "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@click.option("--precision", "precisions",
+              help="Comma-separated precisions such as fp32,fp16,int8: one row per model and "
+                   "precision, each an ONNX Runtime artifact made as 'edgekit export --to onnx "
+                   "--precision' makes it (needs --backend onnxruntime).")
 @click.option("--plot", "plot_path", type=OUTPUT_FILE, help="Write a PNG plot.")
 @click.option("--csv", "csv_path", type=OUTPUT_FILE, help="Write the table as CSV.")
 @click.option("--json", "json_path", type=JSON_FILE,
@@ -90,7 +106,7 @@ def to_csv(result: dict[str, Any]) -> str:
 @fleet_options
 def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
-            data: str | None,
+            data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
             from_paths: tuple[str, ...], **fleet: Any) -> None:
     """Compare models on their task metric, latency and energy.
@@ -102,17 +118,25 @@ def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy,
                                sysfs_root=sysfs_root)
+    if (from_paths or fleet["fleet_scheduler"]) and precisions:
+        raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
     if from_paths or fleet["fleet_scheduler"]:
         compare_fleet_command(list(names), settings, from_paths=list(from_paths), data=data,
                               csv_path=csv_path, plot_path=plot_path, json_path=json_path,
                               **fleet)
         return
     with progress_bars(transient=False) as progress:
-        result = run_compare(list(names), settings, data=data, progress=progress)
+        result = run_compare(list(names), settings, data=data, progress=progress,
+                             precisions=precisions)
     console.print(render_compare(result))
     metric = result["metric"] + ("" if result["higher_is_better"] else " (lower is better)")
     console.print(f"* on the {metric}-latency frontier, † on the {metric}-energy frontier; energy: "
                   + escape(", ".join(result["energy_sources"])))
+    if any(r.get("validated") is False for r in result["rows"]):
+        console.print("! outside the precision's tolerance against the FP32 reference (its "
+                      f"{result['metric']} shows what that costs)")
+    for reason in result["refused"]:
+        err_console.print(f"refused: {reason}", markup=False, highlight=False)
     if csv_path:
         atomic_write_text(csv_path, to_csv(result))
         err_console.print(f"[dim]wrote {csv_path}[/dim]")

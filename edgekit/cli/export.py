@@ -9,7 +9,8 @@ import click
 from edgekit.cli.common import BATCH, NON_NEGATIVE, SAMPLES, console, err_console
 from edgekit.errors import UsageError
 from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
-from edgekit.exporters.calibration import CALIBRATORS
+from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
+from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
 from edgekit.exporters.run import ExportOptions, is_artifact_folder
 from edgekit.exporters.run import export as run_export
 from edgekit.exporters.tensorrt import PRECISIONS
@@ -17,9 +18,10 @@ from edgekit.profiles import load_profile
 
 _ENGINE_FORMATS = ("tensorrt", "jetson-bundle")
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
-_ENGINE_OPTIONS = ("precision", "workspace", "dla_core", "min_shape", "opt_shape", "max_shape",
+_ENGINE_OPTIONS = ("workspace", "dla_core", "min_shape", "opt_shape", "max_shape",
                    "timing_cache")
 _INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache")
+_ONNX_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data")  # static only
 # TensorRT workspace in MiB: 1 TiB is beyond any GPU's memory; the bytes must fit a 64-bit size.
 WORKSPACE_MIB = click.IntRange(1, 2**20)
 # DLA cores: Xavier and Orin have two (0 and 1); TensorRT takes a small int.
@@ -36,10 +38,18 @@ def _given(values: dict[str, Any], names: tuple[str, ...]) -> list[str]:
 
 def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -> None:
     """Options that do not apply to this export are an error, not silently ignored."""
+    if fmt == "onnx":
+        _check_onnx_precision(values)
+    if fmt not in _ENGINE_FORMATS + ("onnx",) and values["precision"]:
+        raise UsageError("--precision applies to --to onnx, --to tensorrt and --to jetson-bundle")
     if fmt not in _ENGINE_FORMATS:
-        extra = _given(values, _ENGINE_OPTIONS + _INT8_OPTIONS + ("cuda_graph",))
+        onnx_ok = _ONNX_INT8_OPTIONS if fmt == "onnx" else ()
+        extra = _given(values, tuple(n for n in _ENGINE_OPTIONS + _INT8_OPTIONS
+                                     + ("cuda_graph",) if n not in onnx_ok))
         if extra:
             raise UsageError(f"{', '.join(extra)} apply to --to tensorrt and --to jetson-bundle")
+    if fmt != "onnx" and values["quantization"]:
+        raise UsageError("--quantization applies to --to onnx (TensorRT calibrates int8 itself)")
     if (values["precision"] or "fp32") != "int8":
         extra = _given(values, _INT8_OPTIONS)
         if extra:
@@ -65,6 +75,18 @@ def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -
         raise UsageError("--batch and --dynamic-batch exclude each other")
 
 
+def _check_onnx_precision(values: dict[str, Any]) -> None:
+    """ONNX precisions: fp16/int8 options only where they mean something."""
+    precision = values["precision"] or "fp32"
+    if values["quantization"] and precision != "int8":
+        raise UsageError("--quantization applies to --precision int8")
+    if values["quantization"] == "dynamic":
+        extra = _given(values, _ONNX_INT8_OPTIONS)
+        if extra:
+            raise UsageError(f"{', '.join(extra)} apply to --quantization static; dynamic "
+                             f"quantization needs no calibration data")
+
+
 def _print_validation(result_lines: list[str], err: bool = False) -> None:
     for line in result_lines:
         (err_console if err else console).print(line, markup=False, highlight=False)
@@ -85,7 +107,10 @@ def _echo(line: str) -> None:
               help="Absolute tolerance (default: the entry's; wider for fp16/int8 engines).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--precision", type=click.Choice(PRECISIONS),
-              help="TensorRT precision (default fp32, with TF32 off).")
+              help="fp32 (default; TensorRT: TF32 off), fp16 or int8 (calibrated on the entry's "
+                   "training split unless --quantization dynamic).")
+@click.option("--quantization", type=click.Choice(QUANTIZATIONS),
+              help="--to onnx --precision int8: static (QDQ, calibrated; default) or dynamic.")
 @click.option("--workspace", type=WORKSPACE_MIB, help="TensorRT builder workspace limit in MiB.")
 @click.option("--dla-core", type=DLA_CORE,
               help="Build for this DLA core (Jetson Xavier/Orin), GPU fallback on.")
@@ -132,10 +157,18 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
             calibrator=values["calibrator"], calib_samples=values["calib_samples"],
             calib_batch=values["calib_batch"], calib_cache=values["calib_cache"],
             timing_cache=values["timing_cache"])
+    precision = PrecisionConfig()
+    if fmt == "onnx" and values["precision"] not in (None, "fp32"):
+        precision = PrecisionConfig(
+            precision=values["precision"], quantization=values["quantization"] or "static",
+            calibrator=values["calibrator"] or "entropy",
+            calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
+            calib_batch=values["calib_batch"])
     options = ExportOptions(opset=values["opset"], batch=values["batch"] or 1,
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
-                            cuda_graph=values["cuda_graph"], force=values["force"])
+                            cuda_graph=values["cuda_graph"], force=values["force"],
+                            precision=precision)
     try:
         result = run_export(target, output, to=fmt, options=options, echo=_echo)
     except ValidationFailed as exc:
@@ -143,6 +176,8 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         raise
     if fmt == "jetson-bundle":
         _show_bundle(result, engine.precision)
+    elif "quantization" in result.manifest:
+        _show_precision(result)
     else:
         {"onnx": _show_onnx, "nir": _show_nir, "tensorrt": _show_engine}[fmt](result)
 
@@ -160,6 +195,30 @@ def _show_onnx(result: Any) -> None:
     console.print(f"validated against PyTorch on {result.validation.inputs}")
     console.print(f"opset {m['opset']}, batch {m['batch']}, {m['simplifier']}, "
                   f"{m['files'][m['model_file']]['bytes'] / 1024:.1f} KiB, "
+                  f"{result.seconds:.1f} s")
+    console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
+
+
+def _show_precision(result: Any) -> None:
+    m = result.manifest
+    _print_validation(result.validation.lines())
+    console.print(f"{m['precision']}: {m['quantization']['method']}; validated against the FP32 "
+                  f"reference on {result.validation.inputs}", markup=False, highlight=False)
+    acc = m["accuracy"]
+    if acc.get("value") is not None:
+        from edgekit.cli.compare import format_score
+
+        change = acc["change"] * (100 if acc["metric"] == "accuracy" else 1)
+        unit = " points" if acc["metric"] == "accuracy" else ""
+        console.print(f"{acc['metric']} on the {acc['dataset']} {acc['split']} split "
+                      f"({acc['samples']} samples, {acc['weights']}): "
+                      f"{format_score(acc['metric'], acc['value'])} vs "
+                      f"{format_score(acc['metric'], acc['fp32_value'])} at fp32 "
+                      f"({change:+.2f}{unit})", markup=False, highlight=False)
+    else:
+        console.print(f"no test score: {acc.get('note')}", markup=False, highlight=False)
+    size = m["files"][m["model_file"]]["bytes"]
+    console.print(f"{size / 1024:.1f} KiB ({size / m['fp32']['bytes']:.2f}x the FP32 model), "
                   f"{result.seconds:.1f} s")
     console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
 

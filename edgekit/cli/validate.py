@@ -35,7 +35,8 @@ def render_statistics(report: ValidationReport) -> Table:
                    "source checkpoint; onnxruntime: an engine's own ONNX model.")
 @click.option("--atol", type=NON_NEGATIVE,
               help="Absolute tolerance (default: the export's; at least 1e-2 for fp16 and 1e-1 "
-                   "for int8 engines).")
+                   "for int8 engines; for an fp16/int8 ONNX artifact, per output, 16 grid "
+                   "units of the reference's largest magnitude).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
@@ -49,7 +50,8 @@ def validate(target: str, against: str, atol: float | None, rtol: float | None,
     """
     checked = run_validate(target, against, atol, rtol)
     art, report, why = checked.artifact, checked.report, checked.tolerance_basis
-    precision = (art.manifest.get("tensorrt") or {}).get("precision", "fp32")
+    precision = ((art.manifest.get("tensorrt") or {}).get("precision")
+                 or art.manifest.get("precision", "fp32"))
     first = report.outputs[0] if report.outputs else None
     console.print(f"validating {art.folder} ({art.format}, {precision}) against {report.against} "
                   f"on {report.inputs}")

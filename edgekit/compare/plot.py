@@ -9,6 +9,8 @@ from typing import Any
 from edgekit.compare.pareto import frontier
 from edgekit.fileio import atomic_write_bytes
 
+MARKERS = {"fp32": "o", "fp16": "s", "int8": "^"}  # precision by marker shape; others: circles
+
 
 def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
     import matplotlib
@@ -29,15 +31,23 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
         scale = 1e3 if key.startswith("energy") else 1.0
         xs = [r[key] * scale for r in rows]
         ys = [r[metric] * scale_y for r in rows]
-        colors = ["tab:red" if r[flag] else "tab:blue" for r in rows]
-        ax.scatter(xs, ys, c=colors, zorder=3)
+        for precision in dict.fromkeys(r.get("precision", "fp32") for r in rows):
+            mine = [i for i, r in enumerate(rows) if r.get("precision", "fp32") == precision]
+            marker = MARKERS.get(precision, "o")
+            ax.scatter([xs[i] for i in mine], [ys[i] for i in mine],
+                       c=["tab:red" if rows[i][flag] else "tab:blue" for i in mine],
+                       marker=marker, zorder=3)
+            if result.get("precisions"):  # a grey legend entry per shape; colour is the front
+                ax.scatter([], [], c="tab:gray", marker=marker, label=precision)
         for r, x, y in zip(rows, xs, ys, strict=False):
-            ax.annotate(r["name"], (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
+            text = r["name"] + (f" {r['precision']}" if result.get("precisions") else "")
+            ax.annotate(text, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=8)
         front = frontier([sign * y for y in ys], xs)
         if front:
             fx, fy = zip(*front, strict=False)
             fy = [sign * y for y in fy]
             ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, label="Pareto frontier")
+        if front or result.get("precisions"):
             ax.legend(loc="lower right" if sign > 0 else "upper right")
         ax.set_xscale("log")
         ax.set_xlabel(label)

@@ -10,7 +10,9 @@ Pareto frontiers are marked.
 from __future__ import annotations
 
 import math
+import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,26 +45,36 @@ def resolve_name(name: str) -> tuple[ModelEntry, str | None, Path | None]:
     return ckpt.entry, ckpt.variant, ckpt.path
 
 
-def _row(name: str, settings: ProfileSettings, data: str | Path | None,
-         progress: Progress | None) -> dict[str, Any]:
-    entry, variant, ckpt_path = resolve_name(name)
-    dataset = load_dataset(entry.task, data)
-    if ckpt_path is None:
-        ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
-    model, _ = load_checkpoint(ckpt_path)
-    score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
-    target = name if Path(name).is_dir() else str(ckpt_path)
-    report = profile(target, settings, progress=progress)
+def _score(name: str, entry: ModelEntry, model: Any, dataset: Any) -> float:
+    """The test score; an fp16 / int8 artifact is scored by running it, not its checkpoint."""
+    if Path(name).is_dir():
+        from edgekit.backends import OnnxRuntimeRunner
+        from edgekit.exporters import load_artifact
+        from edgekit.exporters.quantize import score_onnx
+
+        artifact = load_artifact(name)
+        if artifact.manifest.get("precision", "fp32") != "fp32":
+            with OnnxRuntimeRunner(artifact.model_path, threads=1) as runner:
+                return score_onnx(runner, entry, dataset.x_test, dataset.y_test,
+                                  artifact.manifest.get("batch", 1))
+    return evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
+
+
+def _fields(name: str, entry: ModelEntry, dataset: Any, score: float, report: dict[str, Any],
+            ckpt_path: Path) -> dict[str, Any]:
     energy = report["energy"]
     return {
         "name": name,
         "family": entry.family,
+        "precision": report["settings"]["precision"],
         "metric": entry.task.metric,
         entry.task.metric: score,
         "dataset": dataset.name,
         "params": report["compute"]["params"],
         "flops_per_sample": report["compute"]["flops_per_sample"],
+        "size_bytes": report["model_size"]["bytes"],
         "latency_p50_ms": report["latency_ms"]["p50"],
+        "latency_p90_ms": report["latency_ms"]["p90"],
         "latency_p99_ms": report["latency_ms"]["p99"],
         "throughput_per_s": report["throughput"]["samples_per_s"],
         "energy_per_inference_j": energy.get("energy_per_inference_j", math.nan),
@@ -73,13 +85,52 @@ def _row(name: str, settings: ProfileSettings, data: str | Path | None,
     }
 
 
+def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
+          progress: Progress | None,
+          precisions: Sequence[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of one name (one per precision) and the precisions refused for it."""
+    entry, variant, ckpt_path = resolve_name(name)
+    dataset = load_dataset(entry.task, data)
+    if ckpt_path is None:
+        ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
+    if precisions is None:
+        model, _ = load_checkpoint(ckpt_path)
+        score = _score(name, entry, model, dataset)
+        target = name if Path(name).is_dir() else str(ckpt_path)
+        return [_fields(name, entry, dataset, score, profile(target, settings, progress=progress),
+                        ckpt_path)], []
+    from edgekit.compare.precision import precision_artifacts
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="edgekit-compare-") as tmp:
+        made, refused = precision_artifacts(ckpt_path, precisions, entry, dataset, settings,
+                                            Path(tmp), data)
+        for m in made:
+            report = profile(str(m["folder"]), replace(settings, precision=m["precision"]),
+                             progress=progress)
+            rows.append({**_fields(name, entry, dataset, m["score"], report, ckpt_path),
+                         "validated": m["validated"]})
+    return rows, refused
+
+
 def compare(names: Sequence[str],
             settings: ProfileSettings = ProfileSettings(),  # noqa: B008  (frozen dataclass)
-            data: str | Path | None = None, progress: Progress | None = None) -> dict[str, Any]:
+            data: str | Path | None = None, progress: Progress | None = None,
+            precisions: Sequence[str] | None = None) -> dict[str, Any]:
     """Rows for each name, checkpoint or artifact folder (in order) with ``pareto_latency`` /
-    ``pareto_energy`` flags."""
+    ``pareto_energy`` flags; with ``precisions``, one row per name and precision (ONNX Runtime
+    artifacts of each), the fronts drawn across all of them."""
     if not names:
         raise UsageError("compare needs at least one model name")
+    if precisions is not None:
+        from edgekit.compare.precision import check_backend, parse_precisions
+
+        precisions = parse_precisions(precisions)
+        check_backend(settings.backend)
+        dirs = [n for n in names if Path(n).is_dir()]
+        if dirs:
+            raise UsageError(f"--precision converts trained models; {dirs[0]} is an artifact",
+                             hint="give its model name or checkpoint")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
     tasks = {name: resolve_name(name)[0].task for name in names}  # bad names fail before training
@@ -91,7 +142,13 @@ def compare(names: Sequence[str],
         raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
                          hint="compare the models of each task separately")
     task = next(iter(tasks.values()))
-    rows = [_row(n, settings, data, progress) for n in names]
+    rows, refused = [], []
+    for n in names:
+        made, skipped = _rows(n, settings, data, progress, precisions)
+        rows += made
+        refused += skipped
+    if not rows:
+        raise UsageError(f"every precision was refused: {'; '.join(refused)}")
     sign = 1.0 if task.higher_is_better else -1.0
     quality = [sign * r[task.metric] for r in rows]
     for flag, key in (("pareto_latency", "latency_p50_ms"),
@@ -101,4 +158,5 @@ def compare(names: Sequence[str],
     sources = sorted({r["energy_source"] for r in rows})
     return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": settings.backend,
             "metric": task.metric, "higher_is_better": task.higher_is_better,
-            "energy_sources": sources}
+            "energy_sources": sources, "precisions": list(precisions or []),
+            "refused": refused}

@@ -170,7 +170,8 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
                      flops_per_sample=artifact.manifest.get("flops_per_sample"),
                      params=artifact.manifest.get("params"), size_bytes=artifact.size_bytes,
                      size_source=size_source,
-                     precision=(artifact.manifest.get(artifact.format) or {}).get("precision"))
+                     precision=((artifact.manifest.get(artifact.format) or {}).get("precision")
+                                or artifact.manifest.get("precision")))
 
 
 def _from_onnx_file(path: Path, settings: ProfileSettings, threads: int) -> _Prepared:
