@@ -12,7 +12,7 @@ import click
 
 # Each name is a subpackage of edgekit.methods; a method with its own CLI verbs has a ``cli``
 # module whose ``COMMANDS`` lists click commands or groups.
-METHODS = ("reference", "ssa", "wbmm", "zipmoe", "astra", "wifi_mamba")
+METHODS = ("reference", "ssa", "wbmm", "zipmoe", "astra", "wifi_mamba", "spik4lite")
 
 for _name in METHODS:
     importlib.import_module(f"{__name__}.{_name}")

@@ -18,6 +18,7 @@ into a new bias where there is neither.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.methods.spik4lite.gates import GatedLayer
+from edgekit.methods.spik4lite.gates import GatedLayer, gated_layers
 from edgekit.methods.spik4lite.groups import PRUNABLE, ChannelGroup, channel_groups
 from edgekit.methods.spik4lite.slicing import cut_in, cut_out
 from edgekit.methods.spik4lite.wrap import _probe_input
@@ -42,6 +43,7 @@ class PruneReport:
     channels_after: int
     removed: dict[str, int] = field(default_factory=dict)  # group root -> channels removed
     forced: int = 0  # removed to reach target_keep although kept by their gates
+    left_whole: list[str] = field(default_factory=list)  # groups whose removal broke a trial
     compensated: int = 0  # consumers whose removed inputs were folded in
 
     @property
@@ -165,6 +167,7 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
         plans.append((group, removed))
     if budget is not None:
         plans = _to_budget(model, plans, budget, report, cap, embedding_cap)
+    plans = _trial(model, plans, x, report)
     for group, removed in plans:
         if len(removed):
             report.compensated += _remove(model, group, removed, optimizer,
@@ -172,6 +175,39 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
             report.removed[group.names("out")[0]] = len(removed)
             report.channels_after -= len(removed)
     return report
+
+
+def _runs(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]],
+          x: torch.Tensor) -> bool:
+    """Whether a copy of ``model`` with ``plans`` removed still runs on ``x``."""
+    trial = copy.deepcopy(model)
+    for group, removed in plans:
+        if len(removed):
+            _remove(trial, group, removed, None, None, {})
+    try:
+        functional.reset_net(trial)
+        trial.eval()(x)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _trial(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]], x: torch.Tensor,
+           report: PruneReport) -> list[tuple[ChannelGroup, torch.Tensor]]:
+    """Channels contracted by a matmul (attention's ``Q^T S``) are tied in a way DepGraph does
+    not trace; a trial removal on a copy finds the groups that break the forward pass, and those
+    are left whole."""
+    for _, gate in gated_layers(model):
+        gate.penalty = None  # holds the last graph; a copy needs plain tensors
+    if _runs(model, plans, x):
+        return plans
+    kept = []
+    for group, removed in plans:
+        if len(removed) and not _runs(model, [(group, removed)], x):
+            report.left_whole.append(group.names("out")[0])
+            removed = removed[:0]
+        kept.append((group, removed))
+    return kept
 
 
 def _to_budget(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]], budget: int,
@@ -255,4 +291,5 @@ def count_channels(groups: list[ChannelGroup]) -> int:
 def describe(report: PruneReport) -> dict[str, Any]:
     return {"channels_before": report.channels_before, "channels_after": report.channels_after,
             "keep": round(report.keep, 4), "forced": report.forced,
-            "compensated_layers": report.compensated, "removed": dict(report.removed)}
+            "compensated_layers": report.compensated, "removed": dict(report.removed),
+            "left_whole": list(report.left_whole)}
