@@ -30,7 +30,7 @@ from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.methods.spik4lite.gates import GatedLayer
-from edgekit.spiking.layers import neuron
+from edgekit.spiking.layers import functional, neuron
 
 PRUNABLE = (nn.Conv2d, nn.Linear, nn.modules.batchnorm._BatchNorm)
 
@@ -82,6 +82,9 @@ def traceable(model: nn.Module) -> Iterator[None]:
     finally:
         for name, module in reversed(swapped):
             _set(model, name, module)
+        # reset_net caches each net's resettable modules: one cached while the neurons were
+        # out would leave their membranes un-reset from then on
+        functional.invalidate_reset_cache(model)
 
 
 def _heads_of(model: nn.Module, name: str) -> int:

@@ -222,14 +222,17 @@ def _to_budget(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]],
             else removed
         out.append((group, removed))
         left -= len(removed)
-    for i, (group, removed) in enumerate(out):
-        if left < group.blocks:
-            continue
-        limit = int((embedding_cap if group.embedding else cap) * group.width)
-        extra = _select(_rank(model, group), group, min(limit, len(removed) + left), 2.0)
-        report.forced += len(extra) - len(removed)
-        left -= len(extra) - len(removed)
-        out[i] = (group, extra)
+    width, share = sum(g.width for g, _ in out) or 1, left
+    for fair in (True, False):  # a share in proportion to each group's width, then the rest
+        for i, (group, removed) in enumerate(out):
+            want = min(left, -(-share * group.width // width)) if fair else left
+            if want < group.blocks:
+                continue
+            limit = int((embedding_cap if group.embedding else cap) * group.width)
+            extra = _select(_rank(model, group), group, min(limit, len(removed) + want), 2.0)
+            report.forced += len(extra) - len(removed)
+            left -= len(extra) - len(removed)
+            out[i] = (group, extra)
     return out
 
 

@@ -91,6 +91,7 @@ def wrap(model: nn.Module, x: torch.Tensor | None = None) -> list[str]:
     for name in names:
         layer = model.get_submodule(name)
         _set(model, name, GatedLayer(layer).to(next(layer.parameters()).device))
+    functional.invalidate_reset_cache(model)  # reset_net caches a net's modules
     return names
 
 
@@ -99,4 +100,5 @@ def unwrap(model: nn.Module) -> list[str]:
     names = [n for n, _ in gated_layers(model)]
     for name in names:
         _set(model, name, model.get_submodule(name).layer)
+    functional.invalidate_reset_cache(model)
     return names
