@@ -17,6 +17,7 @@ from edgekit.cli.common import (
 )
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
+from edgekit.methods import train_modes
 from edgekit.provenance import report_document
 from edgekit.registry import split_name
 from edgekit.training import train as run_training
@@ -34,12 +35,15 @@ from edgekit.training import train as run_training
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
-          output: str | None, json_path: str | None) -> None:
+          output: str | None, json_path: str | None, **mode_options: object) -> None:
     """Train MODEL and save a safetensors checkpoint.
 
     MODEL is a registry name or NAME:VARIANT.
     """
     entry, variant = split_name(model)
+    trainer = None
+    for mode in train_modes():  # a method's own way of training (--spik4lite)
+        trainer = mode.select(entry, mode_options) or trainer
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")
@@ -47,7 +51,7 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     console.print(f"training [bold]{model}[/bold] on {dataset!r}")
     with progress_bars(transient=False) as progress:
         result = run_training(entry, dataset, variant, epochs=epochs, seed=seed,
-                              progress=progress, seconds=seconds)
+                              progress=progress, seconds=seconds, trainer=trainer)
     save_checkpoint(result.model, out, metrics=result.metrics(),
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest, "seed": seed})
     console.print(f"{result.metric} on the test split: [bold]{result.value:.4f}[/bold] "
@@ -56,3 +60,7 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     write_json(json_path, report_document("train", {"model": model, "checkpoint": str(out),
                                                     "dataset": dataset.name, **result.metrics(),
                                                     "details": result.details}))
+
+
+for _mode in train_modes():
+    train.params.extend(_mode.options)
