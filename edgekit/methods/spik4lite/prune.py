@@ -245,6 +245,7 @@ def _rank(model: nn.Module, group: ChannelGroup) -> torch.Tensor:
     return p + 1e-3 * tie / (1 + tie.max())
 
 
+@torch.no_grad()
 def _remove(model: nn.Module, group: ChannelGroup, removed: torch.Tensor,
             optimizer: torch.optim.Optimizer | None, means: dict[str, torch.Tensor] | None,
             following: dict[str, str]) -> int:
