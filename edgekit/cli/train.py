@@ -17,13 +17,25 @@ from edgekit.cli.common import (
 )
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
-from edgekit.methods import train_modes
 from edgekit.provenance import report_document
 from edgekit.registry import split_name
 from edgekit.training import train as run_training
 
 
-@click.command("train")
+class _TrainCommand(click.Command):
+    """``train`` with the options of the methods' training modes (``--spik4lite``), added when
+    the command is first parsed or shown, so starting the CLI does not import every method."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not getattr(self, "_modes_added", False):
+            from edgekit import methods
+
+            self._modes_added = True
+            self.params.extend(o for mode in methods.train_modes() for o in mode.options)
+        return super().get_params(ctx)
+
+
+@click.command("train", cls=_TrainCommand)
 @click.argument("model")
 @click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
@@ -41,8 +53,10 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     MODEL is a registry name or NAME:VARIANT.
     """
     entry, variant = split_name(model)
+    from edgekit import methods
+
     trainer = None
-    for mode in train_modes():  # a method's own way of training (--spik4lite)
+    for mode in methods.train_modes():  # a method's own way of training (--spik4lite)
         trainer = mode.select(entry, mode_options) or trainer
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
@@ -61,6 +75,3 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
                                                     "dataset": dataset.name, **result.metrics(),
                                                     "details": result.details}))
 
-
-for _mode in train_modes():
-    train.params.extend(_mode.options)
