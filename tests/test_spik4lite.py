@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from oneline import one_line_error
 from torch import nn
 
+import edgekit
 from edgekit.checkpoint import load_checkpoint, save_checkpoint
 from edgekit.cli import cli
 from edgekit.errors import UsageError
@@ -18,7 +19,7 @@ from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty
 from edgekit.methods.spik4lite.groups import channel_groups
 from edgekit.methods.spik4lite.prune import _observe, _remove
 from edgekit.registry import create_model
-from edgekit.spiking.layers import calibrate_batchnorm, layer
+from edgekit.spiking.layers import calibrate_batchnorm, layer, mean_firing_rate
 
 X = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(1))
 # Tiny configs: two steps, narrow stages (the structure, not the size, is what is tested).
@@ -148,7 +149,7 @@ def test_compensation_keeps_the_consumers_mean_drive():
     assert shifts[True] < 1e-4 < shifts[False]
 
 
-def test_pruned_checkpoint_reloads_with_the_same_outputs(tmp_path):
+def test_pruned_checkpoint_reloads_and_exports_to_onnx(tmp_path):
     model = _gated("spikingresformer")
     s4.prune(model, X, target_keep=0.6)
     s4.unwrap(model)
@@ -157,6 +158,9 @@ def test_pruned_checkpoint_reloads_with_the_same_outputs(tmp_path):
     loaded, ckpt = load_checkpoint(path)
     assert ckpt.info["shapes"]["head"]["shape"][0] < 32
     assert torch.equal(loaded(X), model(X))
+    result = edgekit.export(str(path), tmp_path / "art")  # rebuilt from the record alone
+    assert result.validation.passed
+    assert mean_firing_rate(loaded, *ckpt.entry.example_inputs(batch=4)) > 0  # not silent
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
