@@ -114,7 +114,11 @@ def main() -> None:
             cost = model_cost(model, (x1,))
             row = {"accuracy": evaluate(model, dataset.x_test, dataset.y_test),
                    "params": cost.params, "flops": cost.flops, **counts(model, dataset),
-                   "keep_measured": details.get("keep", 1.0)}
+                   "keep_measured": details.get("keep", 1.0),
+                   # channels removed in all, and those the gates had not switched off
+                   "removed": sum(r["channels_before"] - r["channels_after"]
+                                  for r in details.get("removals", [])),
+                   "forced": sum(r["forced"] for r in details.get("removals", []))}
             path = workdir / f"{name}-{keep}.onnx"
             export_module(model, x1, path)
             session = make_session(path, threads=1)
