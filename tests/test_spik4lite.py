@@ -150,7 +150,7 @@ def test_compensation_keeps_the_consumers_mean_drive():
 
 
 def test_pruned_checkpoint_reloads_and_exports_to_onnx(tmp_path):
-    model = _gated("spikingresformer")
+    model = _gated("spikingformer")
     s4.prune(model, X, target_keep=0.6)
     s4.unwrap(model)
     model.eval()
