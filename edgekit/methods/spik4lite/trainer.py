@@ -109,9 +109,9 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
     def epoch(penalty: bool, phase: str) -> None:
         nonlocal done, loss_value
         model.train()
-        for x, y in _batches(dataset, settings.batch_size, gen):
-            if penalty:
-                step = done * steps_per_epoch
+        for i, (x, y) in enumerate(_batches(dataset, settings.batch_size, gen)):
+            if penalty:  # anneal per batch over the gated epochs
+                step = done * steps_per_epoch + i
                 set_temperature(model, temperature(step, gated_epochs * steps_per_epoch))
             loss = F.cross_entropy(model(x), y)
             if penalty:
