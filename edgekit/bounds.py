@@ -57,6 +57,8 @@ THREADS = click.IntRange(1, MAX_THREADS)
 # Seeds: numpy's legacy seeding (np.random.seed, RandomState, sklearn's random_state) takes
 # 0..2^32-1; torch.manual_seed takes more, so numpy's range is the one both accept.
 SEED = click.IntRange(0, 2**32 - 1)
+# A fraction of something kept (Spik4lite's --target-keep): none kept is no model at all.
+KEEP_FRACTION = FiniteFloatRange(min=0, max=1, min_open=True)
 # Time steps of a spiking net: the papers use 1..16; 10^4 already takes hours on a CPU, and the
 # membrane state for 10^9 steps would not fit in memory.
 TIMESTEPS = click.IntRange(1, 10_000)

@@ -1,10 +1,12 @@
 """Checkpoints: one safetensors file holding the weights and, in its metadata, the entry,
 variant, config, metrics and the weights' SHA-256.
 
-The metadata is enough to rebuild the module without the command line that trained it, and the
-checksum catches a corrupt or swapped file before it is loaded. Being one file, a checkpoint is
-written in one atomic step and never touches a neighbour (an earlier layout kept a ``NAME.json``
-sidecar beside the weights; such checkpoints are still read). Nothing is ever unpickled.
+The metadata is enough to rebuild the module without the command line that trained it (its
+``shapes`` record the width of every layer, so a net whose channels were removed rebuilds narrow:
+``edgekit/shapes.py``), and the checksum catches a corrupt or swapped file before it is loaded.
+Being one file, a checkpoint is written in one atomic step and never touches a neighbour (an
+earlier layout kept a ``NAME.json`` sidecar beside the weights; such checkpoints are still read).
+Nothing is ever unpickled.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from torch import nn
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_bytes, read_json_object
 from edgekit.registry import VARIANT_SEPARATOR, ModelEntry, split_name
+from edgekit.shapes import apply_shapes, check_shapes, layer_shapes
 
 CHECKPOINT_FORMAT = "edgekit-checkpoint/2"  # the record lives in the safetensors metadata
 METADATA_KEY = "edgekit"  # metadata key whose value is the record as JSON
@@ -76,6 +79,7 @@ def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] 
         "config": dict(cfg["config"]),
         "metrics": metrics or {},
         "weights_sha256": weights_digest(state),
+        "shapes": layer_shapes(model),  # a pruned net's widths differ from its config's
         **(extra or {}),
     }
     blob = save(state, metadata={"format": "pt", METADATA_KEY: json.dumps(record)})
@@ -129,6 +133,8 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
         raise UsageError(f"{where}: not an edgekit checkpoint record (format "
                          f"{info.get('format')!r}, expected {expected!r})")
     _check_record(info, where)
+    if "shapes" in info:
+        check_shapes(info["shapes"], where)
     name = info["entry"] + (f"{VARIANT_SEPARATOR}{info['variant']}" if info["variant"] else "")
     entry, variant = split_name(name)
     return Checkpoint(path, entry, variant, dict(info["config"]), info["metrics"], info)
@@ -159,6 +165,11 @@ def load_checkpoint(path: str | Path,
         raise UsageError(f"checkpoint {ckpt.path} does not match the checksum in its metadata",
                          hint="the file is corrupt or was replaced; retrain or restore it")
     model = ckpt.entry.build(ckpt.variant, **_config_overrides(ckpt))
+    if "shapes" in ckpt.info:
+        try:
+            apply_shapes(model, ckpt.info["shapes"])
+        except UsageError as exc:
+            raise UsageError(f"checkpoint {ckpt.path}: {exc}") from exc
     missing, unexpected = _state_mismatch(model, state)
     if missing or unexpected:
         raise UsageError(f"checkpoint {ckpt.path} does not fit model '{ckpt.model_name}': "

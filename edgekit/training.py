@@ -91,16 +91,19 @@ def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
 
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
           epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
-          model: nn.Module | None = None, seconds: float | None = None) -> TrainResult:
-    """Train with the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers.
+          model: nn.Module | None = None, seconds: float | None = None,
+          trainer: Callable[..., TrainResult] | None = None) -> TrainResult:
+    """Train with ``trainer`` (a method's way of training any entry, e.g. Spik4lite's schedule),
+    else the entry's trainer, else AdamW + one-cycle cross-entropy for classifiers.
 
     ``seconds`` is a time budget every trainer honours (for the classifiers here: no epoch starts
     after it ran out)."""
     if seconds is not None and not seconds > 0:
         raise UsageError(f"the time budget must be positive, got {seconds} s")
-    if entry.trainer is not None:
-        return entry.trainer(entry, dataset, variant=variant, epochs=epochs, seed=seed,
-                             progress=progress, model=model, seconds=seconds)
+    trainer = trainer or entry.trainer
+    if trainer is not None:
+        return trainer(entry, dataset, variant=variant, epochs=epochs, seed=seed,
+                       progress=progress, model=model, seconds=seconds)
     settings = entry.train
     epochs = settings.epochs if epochs is None else epochs
     torch.manual_seed(seed)

@@ -22,7 +22,20 @@ from edgekit.registry import split_name
 from edgekit.training import train as run_training
 
 
-@click.command("train")
+class _TrainCommand(click.Command):
+    """``train`` with the options of the methods' training modes (``--spik4lite``), added when
+    the command is first parsed or shown, so starting the CLI does not import every method."""
+
+    def get_params(self, ctx: click.Context) -> list[click.Parameter]:
+        if not getattr(self, "_modes_added", False):
+            from edgekit import methods
+
+            self._modes_added = True
+            self.params.extend(o for mode in methods.train_modes() for o in mode.options)
+        return super().get_params(ctx)
+
+
+@click.command("train", cls=_TrainCommand)
 @click.argument("model")
 @click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")
 @click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
@@ -34,12 +47,17 @@ from edgekit.training import train as run_training
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
-          output: str | None, json_path: str | None) -> None:
+          output: str | None, json_path: str | None, **mode_options: object) -> None:
     """Train MODEL and save a safetensors checkpoint.
 
     MODEL is a registry name or NAME:VARIANT.
     """
     entry, variant = split_name(model)
+    from edgekit import methods
+
+    trainer = None
+    for mode in methods.train_modes():  # a method's own way of training (--spik4lite)
+        trainer = mode.select(entry, mode_options) or trainer
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")
@@ -47,7 +65,7 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     console.print(f"training [bold]{model}[/bold] on {dataset!r}")
     with progress_bars(transient=False) as progress:
         result = run_training(entry, dataset, variant, epochs=epochs, seed=seed,
-                              progress=progress, seconds=seconds)
+                              progress=progress, seconds=seconds, trainer=trainer)
     save_checkpoint(result.model, out, metrics=result.metrics(),
                     extra={"dataset": dataset.name, "dataset_digest": dataset.digest, "seed": seed})
     console.print(f"{result.metric} on the test split: [bold]{result.value:.4f}[/bold] "
@@ -56,3 +74,4 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     write_json(json_path, report_document("train", {"model": model, "checkpoint": str(out),
                                                     "dataset": dataset.name, **result.metrics(),
                                                     "details": result.details}))
+

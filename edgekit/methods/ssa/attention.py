@@ -51,8 +51,8 @@ class _Attention(nn.Module, metaclass=ABCMeta):
     kind: str
     comm_source: str  # the neuron whose output spikes travel between cores
     communication_formula: str  # values moved per sample (edgekit.spiking.communication)
-    D: int
     act_in: nn.Module
+    bn1: nn.Module
     proj: nn.Module
     bn_proj: nn.Module
 
@@ -67,6 +67,12 @@ class _Attention(nn.Module, metaclass=ABCMeta):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # [T, B, C, H, W]
         s = self.act_in(x)  # spikes
         return x + self.bn_proj(self.proj(self.mix(*self.branches(s))))
+
+    @property
+    def D(self) -> int:
+        """Channels of the values moved between cores (A, Q, or S, whose width W1's output
+        matches): read from the layers, so it follows a net whose channels were removed."""
+        return self.bn1.num_features
 
     def comm_fanout(self, N: int) -> int:
         """How many other cores receive each value of ``comm_source`` (1: a point-to-point send
@@ -87,7 +93,7 @@ class ReferenceAttention(_Attention):
         super().__init__()
         if dim % heads:
             raise UsageError(f"attention width {dim} is not divisible by {heads} heads")
-        self.D, self.heads = dim, heads
+        self.heads = heads
         self.act_in = activation(act)
         self.w1, self.bn1 = conv(dim, dim, 3), bn(dim)
         self.w2, self.bn2 = conv(dim, dim, 3), bn(dim)
@@ -115,7 +121,6 @@ class SSA(_Attention):
 
     def __init__(self, dim: int, heads: int = 1, act: str = "lif") -> None:
         super().__init__()  # heads: accepted for a common signature; SSA has none
-        self.D = dim
         self.act_in = activation(act)
         self.w1, self.bn1 = conv(dim, dim, 3), bn(dim)
         self.w2, self.bn2 = conv(dim, dim, 3), bn(dim)
@@ -137,7 +142,6 @@ class USSA(_Attention):
 
     def __init__(self, dim: int, heads: int = 1, act: str = "lif") -> None:
         super().__init__()
-        self.D = dim
         self.act_in = activation(act)
         self.w1, self.bn1 = conv(dim, dim, 1), bn(dim)
         self.w2, self.bn2 = conv(dim, dim, 3), bn(dim)

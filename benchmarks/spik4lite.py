@@ -1,0 +1,176 @@
+"""Spik4lite on digits: keep 1.0 / 0.75 / 0.5 / 0.35 for SpikingResformer-SSA and the
+Spikingformer-style net: accuracy, parameters, FLOPs, SOPs, energy, latency on torch and ONNX
+Runtime, and what compensation buys right after a removal.
+
+- keep 1.0 is the dense net trained the entry's usual way for ``--epochs``; each other keep is
+  trained from scratch with the Spik4lite schedule (``edgekit train ENTRY --spik4lite
+  --target-keep K``) for the same number of epochs.
+- SOPs and energy come from ``edgekit simulate``'s counters (SpikingJelly's op counters over the
+  test split; energy: E_MAC x MACs of real-valued layers + E_AC x SOPs, Horowitz 45 nm).
+- Latency: batch 1, one thread; every net exported to ONNX (dynamo exporter) and timed in ONNX
+  Runtime and in torch, interleaved (a round times every case once, in an order that rotates);
+  tables quote the median over rounds of each round's median, with the spread (min-max).
+- Right after removal: the dense net is gated and trained for one cycle (one epoch), then its
+  channels are removed to keep 0.5 on copies three ways: plain slicing, with the compensation
+  fold, and with the fold plus BatchNorm recalibration on 4 batches.
+
+Targets (issue 18) at keep 0.5: ONNX Runtime latency at least 1.6x lower than keep 1.0, at most
+1.0 point of accuracy lost, and compensation recovering at least half of what plain removal
+loses right after removal.
+
+    python benchmarks/spik4lite.py [--rounds 5] [--epochs 30] [--cycles 3]
+                                   [--models spikingresformer spikingformer] [--keeps 1.0 0.5 ...]
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from common import export_module, markdown_table, median, run_rounds, write_result
+
+from edgekit.backends import make_session
+from edgekit.data import load_dataset
+from edgekit.flops import model_cost
+from edgekit.methods.spik4lite import compensation, wrap
+from edgekit.methods.spik4lite.gates import gated_layers
+from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.registry import split_name
+from edgekit.spiking.counting import count
+from edgekit.spiking.energy import horowitz_45nm
+from edgekit.training import evaluate, train
+
+KEEPS = (1.0, 0.75, 0.5, 0.35)
+MODELS = ("spikingresformer", "spikingformer")
+TARGET_KEEP, TARGET_SPEEDUP, TARGET_LOSS_PTS, TARGET_RECOVERY = 0.5, 1.6, 1.0, 0.5
+
+
+def trained(name: str, keep: float, epochs: int, cycles: int,
+            dataset: Any) -> tuple[torch.nn.Module, dict]:
+    entry, variant = split_name(name)
+    if keep == 1.0:
+        result = train(entry, dataset, variant, epochs=epochs)
+        return result.model, {}
+    result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant,
+                             schedule=Schedule.split(epochs, cycles))
+    return result.model, result.details["spik4lite"]
+
+
+def counts(model: torch.nn.Module, dataset: Any) -> dict[str, float]:
+    x = torch.from_numpy(dataset.x_test[:128])
+    with torch.no_grad():
+        c, _ = count(model, [x])
+    energy = horowitz_45nm(c)
+    return {"sops": c.totals["synop"] / c.samples, "energy_uj": energy.energy_j * 1e6}
+
+
+def right_after_removal(name: str, dense: torch.nn.Module, dataset: Any) -> dict[str, float]:
+    """One gated cycle on a copy of the dense net, then removal to keep 0.5 three ways."""
+    entry, _ = split_name(name)
+    model = copy.deepcopy(dense)
+    x = torch.from_numpy(dataset.x_train)
+    y = torch.from_numpy(dataset.y_train)
+    wrap(model, x[:64])
+    opt = torch.optim.AdamW(model.parameters(), lr=entry.train.lr / 10)
+    for _, gate in gated_layers(model):
+        gate.start_accumulating()
+    model.train()
+    for start in range(0, len(x), 64):
+        loss = torch.nn.functional.cross_entropy(model(x[start:start + 64]), y[start:start + 64])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    batches = [x[i * 64:(i + 1) * 64] for i in range(4)]
+    return compensation.removal_effect(model, batches, dataset.x_test, dataset.y_test,
+                                       target_keep=TARGET_KEEP)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--cycles", type=int, default=3, help="removal cycles")
+    parser.add_argument("--models", nargs="+", default=list(MODELS))
+    parser.add_argument("--keeps", nargs="+", type=float, default=list(KEEPS),
+                        help="must include 1.0 and 0.5 (the targets compare them)")
+    parser.add_argument("--min-time", type=float, default=0.5)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    dataset = load_dataset(split_name(args.models[0])[0].task)
+    workdir = Path(tempfile.mkdtemp(prefix="spik4lite-bench-"))
+    rows: dict[tuple[str, float], dict[str, Any]] = {}
+    cases: dict[tuple[str, float, str], Any] = {}
+    effects = {}
+    for name in args.models:
+        for keep in args.keeps:
+            torch.manual_seed(0)
+            model, details = trained(name, keep, args.epochs, args.cycles, dataset)
+            model.eval()
+            x1 = torch.from_numpy(dataset.x_test[:1])
+            cost = model_cost(model, (x1,))
+            row = {"accuracy": evaluate(model, dataset.x_test, dataset.y_test),
+                   "params": cost.params, "flops": cost.flops, **counts(model, dataset),
+                   "keep_measured": details.get("keep", 1.0),
+                   # channels removed in all, and those the gates had not switched off
+                   "removed": sum(r["channels_before"] - r["channels_after"]
+                                  for r in details.get("removals", [])),
+                   "forced": sum(r["forced"] for r in details.get("removals", []))}
+            path = workdir / f"{name}-{keep}.onnx"
+            export_module(model, x1, path)
+            session = make_session(path, threads=1)
+            feed = {session.get_inputs()[0].name: x1.numpy()}
+            cases[(name, keep, "torch")] = lambda m=model, x=x1: m(x)
+            cases[(name, keep, "onnxruntime")] = lambda s=session, f=feed: s.run(None, f)
+            rows[(name, keep)] = row
+            if keep == 1.0:
+                effects[name] = right_after_removal(name, model, dataset)
+            print(name, keep, {k: round(v, 4) if isinstance(v, float) else v
+                               for k, v in row.items()}, flush=True)
+    samples, loads = run_rounds(cases, args.rounds, args.min_time, 5)
+    results, table = [], []
+    for (name, keep), row in rows.items():
+        for backend in ("torch", "onnxruntime"):
+            s = samples[(name, keep, backend)]
+            row[f"{backend}_ms"] = median(s) * 1e3
+            row[f"{backend}_spread_ms"] = [min(s) * 1e3, max(s) * 1e3]
+        results.append({"model": name, "keep": keep, **row})
+        table.append([name, keep, f"{row['accuracy'] * 100:.1f}", f"{row['params'] / 1e3:.1f}k",
+                      f"{row['flops'] / 1e6:.2f}M", f"{row['sops'] / 1e6:.3f}M",
+                      f"{row['energy_uj']:.3f}",
+                      f"{row['torch_ms']:.2f} ({row['torch_spread_ms'][0]:.2f}-"
+                      f"{row['torch_spread_ms'][1]:.2f})",
+                      f"{row['onnxruntime_ms']:.2f} ({row['onnxruntime_spread_ms'][0]:.2f}-"
+                      f"{row['onnxruntime_spread_ms'][1]:.2f})"])
+    verdicts = {}
+    for name in args.models:
+        dense, half = rows[(name, 1.0)], rows[(name, TARGET_KEEP)]
+        speedup = dense["onnxruntime_ms"] / half["onnxruntime_ms"]
+        loss_pts = (dense["accuracy"] - half["accuracy"]) * 100
+        e = effects[name]
+        lost = e["before"] - e["plain"]
+        recovered = (e["folded_recalibrated"] - e["plain"]) / lost if lost > 0 else float("nan")
+        verdicts[name] = {
+            "ort_speedup": speedup, "ort_speedup_ok": speedup >= TARGET_SPEEDUP,
+            "accuracy_loss_pts": loss_pts, "accuracy_ok": loss_pts <= TARGET_LOSS_PTS,
+            "right_after_removal": e, "recovered_fraction": recovered,
+            "recovery_ok": bool(recovered >= TARGET_RECOVERY) if lost > 0 else None}
+    print(markdown_table(["model", "keep", "acc %", "params", "FLOPs", "SOPs", "energy uJ",
+                          "torch ms", "ORT ms"], table))
+    for name, v in verdicts.items():
+        print(name, {k: (round(x, 4) if isinstance(x, float) else x) for k, x in v.items()})
+    write_result("spik4lite", {
+        "settings": {"epochs": args.epochs, "rounds": args.rounds, "threads": 1, "batch": 1,
+                     "models": args.models, "keeps": args.keeps,
+                     "cycles": args.cycles,
+                     "load_average_1min": loads, "cpus": os.cpu_count()},
+        "results": results, "verdicts": verdicts,
+        "targets": {"keep": TARGET_KEEP, "ort_speedup": TARGET_SPEEDUP,
+                    "accuracy_loss_pts": TARGET_LOSS_PTS, "recovery": TARGET_RECOVERY}})
+
+
+if __name__ == "__main__":
+    main()

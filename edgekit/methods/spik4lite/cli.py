@@ -1,0 +1,47 @@
+"""Spik4lite on the command line: ``edgekit train ENTRY --spik4lite [--target-keep 0.5]`` trains
+any spiking registry entry with the Spik4lite schedule and saves the pruned net's checkpoint."""
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import click
+
+from edgekit.bounds import COUNT, KEEP_FRACTION
+from edgekit.errors import UsageError
+from edgekit.methods import TrainMode
+from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.registry import ModelEntry
+
+DEFAULT_KEEP = 0.5
+
+
+def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] | None:
+    """The Spik4lite trainer when ``--spik4lite`` is given; its options alone are an error."""
+    if not options.get("spik4lite"):
+        if options.get("target_keep") is not None or options.get("cycles") is not None:
+            raise UsageError("--target-keep and --cycles need --spik4lite")
+        return None
+    if not entry.spiking:
+        raise UsageError(f"'{entry.name}' is not a spiking model; --spik4lite gates spiking nets",
+                         hint="pick a model with spiking=True (edgekit models)")
+    keep = options.get("target_keep") or DEFAULT_KEEP
+    cycles = options.get("cycles") or 3
+
+    def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
+        epochs = kwargs.pop("epochs", None) or entry.train.epochs
+        return train_spik4lite(entry, dataset, target_keep=keep,
+                               schedule=Schedule.split(epochs, cycles), **kwargs)
+    return functools.update_wrapper(trainer, train_spik4lite)
+
+
+TRAIN_MODES = [TrainMode(options=(
+    click.Option(["--spik4lite"], is_flag=True,
+                 help="Train with Spik4lite: gated channels, physical removal, fine-tune "
+                      "(spiking models)."),
+    click.Option(["--target-keep"], type=KEEP_FRACTION,
+                 help=f"Spik4lite: fraction of prunable channels to keep (default "
+                      f"{DEFAULT_KEEP})."),
+    click.Option(["--cycles"], type=COUNT, help="Spik4lite: removal cycles (default 3)."),
+), select=select)]

@@ -1,0 +1,166 @@
+"""The Spik4lite schedule (methods.md §2): warm-up, removal cycles, static fine-tune.
+
+1. Warm-up: the net is gated (``wrap``) and trained on ``task loss + λ · energy penalty`` with the
+   Gumbel temperature annealed 1.0 -> 0.5 over the gated epochs.
+2. Removal cycles: each cycle trains the same way while every gate averages its hard keep
+   decisions; at its end the channels under 0.5 are removed (per-step caps 30 % for the patch
+   embedding, 50 % elsewhere), each consumer compensated and BatchNorm recalibrated on a few
+   training batches. Cycle i of K aims at keep ``1 - (1 - target)·i/K`` of the prunable
+   channels, so the last one lands on ``target_keep``.
+3. Static fine-tune: the gates are deleted (each layer back under its own name) and the narrow net
+   trains without the penalty.
+
+The optimizer runs through the whole schedule; removal slices its state with the weights.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from edgekit.data import Dataset
+from edgekit.errors import UsageError
+from edgekit.methods.spik4lite.compensation import recalibrate_bn
+from edgekit.methods.spik4lite.gates import energy_penalty, set_temperature, temperature
+from edgekit.methods.spik4lite.gates import gated_layers as gates_of
+from edgekit.methods.spik4lite.groups import channel_groups
+from edgekit.methods.spik4lite.prune import describe, prune
+from edgekit.methods.spik4lite.wrap import unwrap, wrap
+from edgekit.progress import Progress, ProgressUpdate
+from edgekit.registry import ModelEntry
+from edgekit.training import TrainResult, entry_label, evaluate
+
+LAMBDA = 0.01  # [code] default weight of the energy penalty
+CALIBRATION_BATCHES = 4
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Epochs of each phase; ``split`` derives them from a total."""
+
+    warmup: int
+    cycles: int
+    cycle_epochs: int
+    finetune: int
+
+    @classmethod
+    def split(cls, epochs: int, cycles: int = 3) -> Schedule:
+        """20 % warm-up, ``cycles`` cycles of 10 % each, the rest fine-tune (one epoch at least
+        for each)."""
+        warmup = max(1, epochs // 5)
+        cycle_epochs = max(1, epochs // 10)
+        return cls(warmup, cycles, cycle_epochs, max(1, epochs - warmup - cycles * cycle_epochs))
+
+    @property
+    def total(self) -> int:
+        return self.warmup + self.cycles * self.cycle_epochs + self.finetune
+
+
+def check_target(target_keep: float) -> float:
+    if not 0 < target_keep <= 1:
+        raise UsageError(f"--target-keep must be in (0, 1], got {target_keep}",
+                         hint="the fraction of prunable channels to keep, e.g. 0.5")
+    return target_keep
+
+
+def _batches(dataset: Dataset, batch_size: int, gen: torch.Generator) -> list[tuple[Any, Any]]:
+    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
+    order = torch.randperm(len(x), generator=gen)
+    return [(x[order[i:i + batch_size]], y[order[i:i + batch_size]])
+            for i in range(0, len(x), batch_size)]
+
+
+def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float = 0.5,
+                    variant: str | None = None, epochs: int | None = None, seed: int = 0,
+                    progress: Progress | None = None, model: nn.Module | None = None,
+                    seconds: float | None = None, lam: float = LAMBDA,
+                    schedule: Schedule | None = None) -> TrainResult:
+    """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated."""
+    check_target(target_keep)
+    if not entry.spiking:
+        raise UsageError(f"'{entry.name}' is not a spiking model; Spik4lite gates spiking nets",
+                         hint="pick a model with spiking=True (edgekit models)")
+    torch.manual_seed(seed)
+    model = model if model is not None else entry.build(variant)
+    settings = entry.train
+    schedule = schedule or Schedule.split(epochs or settings.epochs)
+    gen = torch.Generator().manual_seed(seed)
+    probe = torch.from_numpy(dataset.x_train[:settings.batch_size])
+    calibration = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
+                   for i in range(CALIBRATION_BATCHES)]
+    calibration = [c for c in calibration if len(c)]
+    width = sum(g.width for g in channel_groups(model, probe))
+    wrap(model, probe)
+    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    label = f"spik4lite {entry_label(entry, variant)}"
+    started, done, loss_value = time.perf_counter(), 0, float("nan")
+    gated_epochs = schedule.warmup + schedule.cycles * schedule.cycle_epochs
+    steps_per_epoch = -(-len(dataset.x_train) // settings.batch_size)
+    report_progress(progress, label, 0, schedule.total, "warm-up")
+    removals: list[dict[str, Any]] = []
+
+    def out_of_time() -> bool:
+        return seconds is not None and time.perf_counter() - started >= seconds
+
+    def epoch(penalty: bool, phase: str) -> None:
+        nonlocal done, loss_value
+        model.train()
+        for i, (x, y) in enumerate(_batches(dataset, settings.batch_size, gen)):
+            if penalty:  # anneal per batch over the gated epochs
+                step = done * steps_per_epoch + i
+                set_temperature(model, temperature(step, gated_epochs * steps_per_epoch))
+            loss = F.cross_entropy(model(x), y)
+            if penalty:
+                loss = loss + lam * energy_penalty(model)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            loss_value = loss.detach().item()
+        done += 1
+        report_progress(progress, label, done, schedule.total, f"{phase} loss {loss_value:.4f}")
+
+    for _ in range(schedule.warmup):
+        if out_of_time():
+            break
+        epoch(True, "warm-up")
+    for cycle in range(1, schedule.cycles + 1):
+        for _, gate in gates_of(model):
+            gate.start_accumulating()
+        for _ in range(schedule.cycle_epochs):
+            if out_of_time():
+                break
+            epoch(True, f"cycle {cycle}/{schedule.cycles}")
+        goal = 1 - (1 - target_keep) * cycle / schedule.cycles
+        current = sum(g.width for g in channel_groups(model, probe))
+        report = prune(model, probe, opt, batches=calibration,
+                       target_keep=min(1.0, goal * width / current))
+        recalibrate_bn(model, calibration)
+        removals.append({"cycle": cycle, **describe(report)})
+    unwrap(model)
+    live = list(model.parameters())  # the gates' parameters and state leave the optimizer
+    opt.param_groups[0]["params"] = live
+    del opt.param_groups[1:]
+    for p in [p for p in opt.state if not any(p is q for q in live)]:
+        del opt.state[p]
+    for _ in range(schedule.finetune):
+        if out_of_time():
+            break
+        epoch(False, "fine-tune")
+    model.eval()
+    kept = sum(g.width for g in channel_groups(model, probe))
+    value = evaluate(model, dataset.x_test, dataset.y_test)
+    details = {"spik4lite": {"target_keep": target_keep, "keep": round(kept / width, 4),
+                             "channels_before": width, "channels_after": kept, "lambda": lam,
+                             "schedule": vars(schedule), "removals": removals}}
+    return TrainResult(model, entry.task.metric, value, done, time.perf_counter() - started,
+                       loss_value, details)
+
+
+def report_progress(progress: Progress | None, label: str, done: int, total: int,
+                    note: str) -> None:
+    if progress is not None:
+        progress(ProgressUpdate(label, done, total, note))

@@ -1,0 +1,178 @@
+"""Spik4lite (methods.md §2): gates, physical removal, compensation, checkpoints, the CLI."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+from click.testing import CliRunner
+from oneline import one_line_error
+from torch import nn
+
+import edgekit
+from edgekit.checkpoint import load_checkpoint, save_checkpoint
+from edgekit.cli import cli
+from edgekit.errors import UsageError
+from edgekit.methods import spik4lite as s4
+from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty
+from edgekit.methods.spik4lite.groups import channel_groups
+from edgekit.methods.spik4lite.prune import _observe, _remove
+from edgekit.registry import create_model
+from edgekit.spiking.layers import calibrate_batchnorm, layer, mean_firing_rate
+
+X = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(1))
+# Tiny configs: two steps, narrow stages (the structure, not the size, is what is tested).
+TINY = {"spikingresformer": {"T": 2, "channels": (16, 32), "group_size": 16},
+        "spikingformer": {"T": 2, "dim": 32, "heads": 2, "mlp_ratio": 2}}
+
+
+def _tiny(name: str) -> nn.Module:
+    torch.manual_seed(0)
+    return create_model(name, **TINY[name])
+
+
+def _gated(name: str) -> nn.Module:
+    model = _tiny(name)
+    calibrate_batchnorm(model, [X])
+    s4.wrap(model, X)
+    return model
+
+
+def _gate_off(model: nn.Module, every: int = 16, first: int = 2) -> None:
+    """Every gate keeps every channel except ``c % every < first`` (whatever the input)."""
+    for _, gate in s4.gated_layers(model):
+        with torch.no_grad():
+            gate.gate.weight.zero_()
+            bias = gate.gate.bias.view(-1, 2)
+            off = torch.arange(bias.shape[0]) % every < first
+            bias[:, 0], bias[:, 1] = -5.0, 5.0
+            bias[off, 0], bias[off, 1] = 5.0, -5.0
+
+
+def test_gate_straight_through_gradients_and_deterministic_eval():
+    torch.manual_seed(0)
+    gated = GatedLayer(layer.Conv2d(4, 3, 1, bias=False, step_mode="m"))
+    x = (torch.rand(2, 5, 4, 3, 3) < 0.5).float()  # [T, B, C, H, W] spikes
+    gated.train()
+    (gated(x).sum() + energy_penalty(gated)).backward()
+    assert gated.gate.weight.grad is not None and gated.gate.weight.grad.abs().sum() > 0
+    assert gated.layer.weight.grad.abs().sum() > 0
+    gated.eval()
+    assert torch.equal(gated(x), gated(x))
+    assert gated.running_fr.shape == (4,) and bool(gated.seen)
+
+
+def test_penalty_matches_a_hand_computed_case():
+    gated = GatedLayer(layer.Conv2d(2, 3, 3, padding=1, bias=False, step_mode="m")).eval()
+    with torch.no_grad():
+        gated.gate.weight.zero_()
+        gated.gate.bias.copy_(torch.tensor([0.0, 0.0, 0.0, 1.0]))  # p_keep 0.5 and sigmoid(1)
+    x = torch.zeros(1, 2, 2, 4, 4)  # T=1, B=2, C=2, 4x4
+    x[:, :, 0] = 1.0  # channel 0 fires everywhere: rate 1; channel 1 silent: rate 0
+    x[:, 1, 1, :2] = 1.0  # sample 1, channel 1: rate 0.5
+    gated(x)
+    fan_out = 3 * 3 * 3 * 4 * 4  # k_h k_w C_out H_out W_out
+    cost = torch.tensor([1.0, 0.25]) * fan_out  # batch rates in eval
+    p = torch.tensor([0.5, torch.sigmoid(torch.tensor(1.0)).item()])
+    expected = (2 * (p * cost).sum()) / (2 * cost.sum())
+    assert torch.isclose(gated.penalty, expected)
+
+
+def test_wrap_gates_every_spike_fed_layer_and_refuses_other_models():
+    model = _gated("spikingresformer")
+    names = {n for n, _ in s4.gated_layers(model)}
+    assert "prologue.0" not in names and "head" not in names  # image and pooled stream
+    assert {"stages.0.0.attn.w1", "stages.0.0.attn.proj", "stages.0.0.ffn.mid.1"} <= names
+    with pytest.raises(UsageError, match="no spiking neurons"):
+        s4.wrap(create_model("mlp"))
+
+
+def test_groups_follow_the_graph():
+    groups = {g.names("out")[0]: g for g in channel_groups(_tiny("spikingresformer"), X)}
+    stream = groups["prologue.0"]  # stage 0's residual stream: every block writes it
+    assert {"stages.0.0.attn.bn_proj", "stages.0.0.ffn.down.1"} <= set(stream.names("out"))
+    assert stream.embedding
+    ffn = groups["stages.0.0.ffn.up.1"]  # up + mid(up), mid grouped: balanced blocks
+    assert "stages.0.0.ffn.mid.1" in ffn.names("out") and ffn.blocks == 4
+    assert "stages.0.0.attn.w2" in groups["stages.0.0.attn.w1"].names("out")  # A ⊙ V
+
+
+@pytest.mark.parametrize("name", ["spikingresformer", "spikingformer"])
+def test_removal_keeps_the_function_of_gated_off_channels(name):
+    model = _gated(name)
+    _gate_off(model)
+    opt = torch.optim.AdamW(model.parameters())
+    model.train()
+    model(X).sum().backward()
+    opt.step()
+    with torch.no_grad():  # the classifier reads the stream directly, ungated
+        model.head.weight[:, torch.arange(model.head.weight.shape[1]) % 16 < 2] = 0
+    model.eval()
+    before = model(X)
+    report = s4.prune(model, X, opt)
+    assert report.channels_after < report.channels_before
+    assert torch.allclose(model(X), before, atol=1e-6)
+    for p in model.parameters():  # the optimizer state was sliced with the weights
+        for value in opt.state.get(p, {}).values():
+            assert not torch.is_tensor(value) or value.dim() == 0 or value.shape == p.shape
+    model.train()
+    model(X).sum().backward()
+    opt.step()  # trains on
+    if name == "spikingresformer":
+        mid = model.stages[0][0].ffn.mid[1].layer
+        assert mid.groups == 4 and mid.in_channels % 4 == 0 and mid.in_channels < 64
+        attn = model.stages[0][0].attn
+        assert attn.w1.layer.out_channels == attn.w2.layer.out_channels < 16
+    else:  # the stream keeps a multiple of the heads
+        assert model.head.in_features % 2 == 0 and model.head.in_features < 32
+
+
+def test_compensation_keeps_the_consumers_mean_drive():
+    """Removing hidden MLP channels: with compensation the consumer's BatchNorm output keeps its
+    mean over the data (fc2 is 1x1, so the fold is exact in expectation); without, it moves."""
+    shifts = {}
+    for compensate in (False, True):
+        model = _gated("spikingformer").eval()
+        seen = []
+        bn = model.get_submodule("blocks.0.mlp.fc2.2")
+        bn.register_forward_hook(
+            lambda m, a, out, seen=seen: seen.append(out.detach().mean((0, 1, 3, 4))))
+        model(X)
+        hidden = next(g for g in channel_groups(model, X)
+                      if g.names("out")[0] == "blocks.0.mlp.fc1.1")
+        means, following = _observe(model, X, [X])
+        _remove(model, hidden, torch.arange(0, hidden.width, 2), None,
+                means if compensate else None, following)
+        model(X)
+        shifts[compensate] = float((seen[-1] - seen[0]).abs().max())
+    assert shifts[True] < 1e-4 < shifts[False]
+
+
+def test_pruned_checkpoint_reloads_and_exports_to_onnx(tmp_path):
+    model = _gated("spikingformer")
+    s4.prune(model, X, target_keep=0.6)
+    s4.unwrap(model)
+    model.eval()
+    path = save_checkpoint(model, tmp_path / "pruned.safetensors")
+    loaded, ckpt = load_checkpoint(path)
+    assert ckpt.info["shapes"]["head"]["shape"][0] < 32
+    assert torch.equal(loaded(X), model(X))
+    result = edgekit.export(str(path), tmp_path / "art")  # rebuilt from the record alone
+    assert result.validation.passed
+    assert mean_firing_rate(loaded, *ckpt.entry.example_inputs(batch=4)) > 0  # not silent
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "edgekit", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_refuses_bad_targets_and_non_spiking_models(tmp_path):
+    proc = _cli("train", "mlp", "--spik4lite", "-o", str(tmp_path / "m.safetensors"))
+    one_line_error(proc.returncode, proc.stderr, 2, "not a spiking model")
+    for value in ("0", "-0.5", "1.01"):
+        result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite",
+                                          "--target-keep", value])
+        assert result.exit_code == 2 and "--target-keep" in result.output
+    assert not list(tmp_path.iterdir())
