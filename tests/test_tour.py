@@ -33,12 +33,18 @@ def test_the_tour_touches_every_method(tmp_path: Path) -> None:
     for step in short.steps:  # a brief training is cached where it writes its checkpoint
         if step.args[0] == "train":
             assert step.cached == Path(step.args[-1])
-    assert not any(c.startswith("train") for c in _commands(full))
+    # the full tour trains through compare's cache, but for Spik4lite's own training mode
+    assert [c for c in _commands(full) if c.startswith("train")] == [
+        c for c in _commands(full) if "--spik4lite" in c]
 
 
-def test_a_registered_model_joins_the_comparison(monkeypatch) -> None:
-    monkeypatch.setattr(tour, "JOIN_WHEN_REGISTERED", ("spiking-cnn", "no-such-model"))
-    assert tour.digits_models() == [*tour.DIGITS_MODELS, "spiking-cnn"]
+def test_spik4lite_is_trained_pruned_and_compared(tmp_path: Path) -> None:
+    for plan in (tour.plan(tmp_path), tour.plan(tmp_path, full=True)):
+        train = next(s for s in plan.steps if "--spik4lite" in s.args)
+        assert train.args[:2] == ("train", tour.SPIK4LITE_MODEL)
+        assert "--target-keep=0.5" in train.args
+        compare = next(s for s in plan.steps if s.args[0] == "compare")
+        assert train.args[-1] in compare.args  # the pruned checkpoint is one of the rows
 
 
 def test_a_folder_the_tour_did_not_write_is_refused(tmp_path: Path) -> None:
