@@ -9,7 +9,6 @@ Pareto frontiers are marked.
 """
 from __future__ import annotations
 
-import math
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
@@ -19,6 +18,7 @@ from typing import Any
 from edgekit.checkpoint import load_checkpoint, read_checkpoint
 from edgekit.compare.cache import cached_checkpoint
 from edgekit.compare.pareto import pareto_mask
+from edgekit.compare.rows import measured_fields
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.profiler.run import ProfileSettings, profile
@@ -62,27 +62,9 @@ def _score(name: str, entry: ModelEntry, model: Any, dataset: Any) -> float:
 
 def _fields(name: str, entry: ModelEntry, dataset: Any, score: float, report: dict[str, Any],
             ckpt_path: Path) -> dict[str, Any]:
-    energy = report["energy"]
-    return {
-        "name": name,
-        "family": entry.family,
-        "precision": report["settings"]["precision"],
-        "metric": entry.task.metric,
-        entry.task.metric: score,
-        "dataset": dataset.name,
-        "params": report["compute"]["params"],
-        "flops_per_sample": report["compute"]["flops_per_sample"],
-        "size_bytes": report["model_size"]["bytes"],
-        "latency_p50_ms": report["latency_ms"]["p50"],
-        "latency_p90_ms": report["latency_ms"]["p90"],
-        "latency_p99_ms": report["latency_ms"]["p99"],
-        "throughput_per_s": report["throughput"]["samples_per_s"],
-        "energy_per_inference_j": energy.get("energy_per_inference_j", math.nan),
-        "energy_source": energy["source"],
-        "peak_rss_mib": report["memory"]["peak_rss_mib"],
-        "checkpoint": str(ckpt_path),
-        "profile": report,
-    }
+    return {"name": name, "family": entry.family, "metric": entry.task.metric,
+            entry.task.metric: score, "dataset": dataset.name, "checkpoint": str(ckpt_path),
+            **measured_fields(report)}
 
 
 def _rows(name: str, settings: ProfileSettings, data: str | Path | None,

@@ -6,12 +6,12 @@ merged without measuring anything again.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from edgekit.compare.pareto import pareto_mask
+from edgekit.compare.rows import measured_fields
 from edgekit.errors import UsageError
 from edgekit.fileio import read_json_object
 from edgekit.schema import BOOL, INT, NUMBER, STR, ListOf, Object, Optional, check
@@ -33,23 +33,13 @@ COMPARE_REPORT = Object({
 def profile_row(name: str, report: dict[str, Any], *, entry: Any, dataset: str, score: float,
                 checkpoint: str | None, worker: str | None) -> dict[str, Any]:
     """A compare row (the fields ``edgekit compare`` writes) measured on a fleet device."""
-    energy = report["energy"]
     device = report["device"]
     return {
         "name": name, "family": entry.family, "metric": entry.task.metric,
         entry.task.metric: score, "dataset": dataset,
         "device": device["profile"], "device_name": device["display_name"], "worker": worker,
-        "backend": report["backend"].get("backend"),
-        "params": report["compute"]["params"],
-        "flops_per_sample": report["compute"]["flops_per_sample"],
-        "latency_p50_ms": report["latency_ms"]["p50"],
-        "latency_p99_ms": report["latency_ms"]["p99"],
-        "throughput_per_s": report["throughput"]["samples_per_s"],
-        "energy_per_inference_j": energy.get("energy_per_inference_j", math.nan),
-        "energy_source": energy["source"],
-        "peak_rss_mib": report["memory"]["peak_rss_mib"],
-        "checkpoint": checkpoint,
-        "profile": report,
+        "backend": report["backend"].get("backend"), "checkpoint": checkpoint,
+        **measured_fields(report),
     }
 
 
