@@ -29,7 +29,7 @@ DEMO_DIR ?= edgekit-demo
 # the long version (every model trained to its schedule).
 DEMO ?= short
 
-.PHONY: install demo lint test clean
+.PHONY: install demo lint test test-all clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -48,8 +48,12 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check .
 
-# Tests run on every core (pytest-xdist); `-m "not slow"` leaves out the heaviest for quick loops.
+# Tests run on every core (pytest-xdist). `make test` (CI's) leaves out the tests marked slow
+# (the paper-size exports); `make test-all` runs them too.
 test: install
+	$(PY) -m pytest -q -n auto -m "not slow"
+
+test-all: install
 	$(PY) -m pytest -q -n auto
 
 clean:

@@ -46,13 +46,11 @@ def test_export_refuses_a_folder_edgekit_did_not_write(tmp_path):
     proc = run("export", "mlp:small", "--to", "onnx", "-o", str(out))
     refused(proc, str(out), "--force")
     assert (out / "thesis.tex").read_text() == "years of work"
-    # an artifact edgekit wrote is replaced without --force; --force replaces anything
-    art = tmp_path / "art"
-    assert run("export", "mlp:small", "-o", str(art)).returncode == 0
-    assert run("export", "mlp:small", "-o", str(art)).returncode == 0
+    # --force replaces anything; an artifact edgekit wrote is then replaced without it
     proc = run("export", "mlp:small", "-o", str(out), "--force")
     assert proc.returncode == 0, proc.stderr
     assert not (out / "thesis.tex").exists() and (out / "manifest.json").is_file()
+    assert run("export", "mlp:small", "-o", str(out)).returncode == 0
 
 
 def test_export_output_never_holds_its_input(tmp_path):

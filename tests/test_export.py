@@ -16,7 +16,12 @@ from edgekit.registry import ExportSettings, all_names
 from edgekit.targets import load_model_source
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "wifi-mamba:full"
+# The paper-size WiFi variants only change sizes of graphs their small variants export here, and
+# take a minute: `make test-all` runs them.
+PAPER_SIZE = ("wifi-mamba:full", "wifi-petr:paper")
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in PAPER_SIZE
                                   else n for n in all_names()])
 def test_every_model_exports_and_validates(name, tmp_path):
     source = load_model_source(name)

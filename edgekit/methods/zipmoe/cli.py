@@ -136,7 +136,7 @@ TRAIN_STEPS = click.IntRange(1, 100_000)
 @click.option("--steps", type=TRAIN_STEPS, default=100, show_default=True)
 @click.option("--seed", type=SEED, default=0, show_default=True)
 def train_command(size: str, steps: int, seed: int) -> None:
-    """Train a Mixtral-layout MoE on numpy's documentation, once, and print its folder.
+    """Train a small MoE on numpy's docs once; print its folder.
 
     The checkpoint is cached under $EDGEKIT_HOME/zipmoe/trained, keyed by the config, the
     training settings and the text; later calls load it. Compress it with `edgekit moe compress`.
