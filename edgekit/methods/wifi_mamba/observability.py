@@ -11,7 +11,7 @@ Targets are read from single-person keypoints in the body frame:
   in metres (R²), the phase of the gait;
 - ``position``: the hip centre's x and y (mean R²), for reference: what a probe does find.
 
-Two feature sets: ``raw``, the flattened ``(2, 270, P)`` array, and ``summary``, per feature its
+Three feature sets: ``raw``, the flattened ``(2, 270, P)`` array, ``summary``, per feature its
 mean, standard deviation and the magnitude of its first Doppler bins over the packets, fixed
 functions of the same preprocessed array; ``doppler``, per receiver the power spectrum over the
 packets (signed Doppler bins) of the CSI ratio of its second and third antenna to its first
