@@ -12,7 +12,11 @@ Preprocessing, as methods.md §6 specifies:
   noise level from the median absolute deviation of the finest details);
 - phase: per packet, unwrap across subcarriers and remove the least-squares line
   ``a * k + b`` over the subcarrier indices ``k`` (the linear slope from the sampling time offset
-  and the constant from the carrier frequency/phase offset; Sen et al., MobiSys 2012).
+  and the constant from the carrier frequency/phase offset; Sen et al., MobiSys 2012). The line
+  is fitted to a receiver's first antenna and removed from all three (the offsets are common to
+  them), so the phase differences between antennas, which carry the sign of the body's Doppler
+  shift, survive [ours; per-antenna lines, as methods.md has it, erase body yaw:
+  benchmarks/README.md, wifi_observability.py].
 """
 from __future__ import annotations
 
@@ -145,17 +149,45 @@ def sanitize_phase(phase: np.ndarray, subcarrier_index: np.ndarray = SUBCARRIER_
     return np.moveaxis(phase @ residual_maker.T, -1, axis)
 
 
-def preprocess(csi: np.ndarray) -> np.ndarray:
+def sanitize_phase_per_receiver(phase: np.ndarray,
+                                subcarrier_index: np.ndarray = SUBCARRIER_INDEX) -> np.ndarray:
+    """Phase ``(..., antennas, subcarriers, packets)`` with the first antenna's sanitising line
+    removed from every antenna of the receiver, so the phase differences between antennas survive.
+
+    Carrier frequency and sampling time offsets are common to a receiver's antennas (one
+    oscillator, one ADC clock), which is why conjugate multiplication and the CSI ratio between
+    antennas cancel them [Li et al., IndoTrack, UbiComp 2017; Zeng et al., FarSense, MobiCom 2019].
+    Per-antenna sanitisation (``sanitize_phase``) also removes the constant phase of every
+    antenna, and with it the rotation of the body's paths across packets whose sign is the sign of
+    their Doppler shift (benchmarks/README.md, wifi_observability.py). The first antenna comes out
+    as ``sanitize_phase`` leaves it; each other antenna is shifted by a whole number of turns so
+    that its mean over subcarriers lies in (-pi, pi].
+    """
+    phase = np.unwrap(np.asarray(phase, dtype=np.float64), axis=-2)
+    k = np.asarray(subcarrier_index, dtype=np.float64)
+    design = np.stack([k, np.ones_like(k)], axis=1)  # (S, 2)
+    line = design @ (np.linalg.pinv(design) @ phase[..., :1, :, :])  # (..., 1, S, P)
+    out = phase - line
+    turns = np.round(out.mean(axis=-2, keepdims=True) / (2 * np.pi))
+    return out - 2 * np.pi * turns
+
+
+def preprocess(csi: np.ndarray, per_receiver_phase: bool = True) -> np.ndarray:
     """Complex CSI ``(..., 3, 3, 30, P)`` -> float32 ``(..., 2, 270, P)``: [amplitude, phase].
 
     Amplitude is wavelet-denoised and divided by its mean over the sample (receiver gains and AGC
-    differ between captures); phase is sanitised. Antenna pairs and subcarriers are flattened
-    into 270 features per packet, the sequence the SSM scans over.
+    differ between captures); phase is sanitised per receiver (``sanitize_phase_per_receiver``),
+    or per antenna as before with ``per_receiver_phase=False`` (which loses the sign of the
+    Doppler shift; kept to show that). Antenna pairs and subcarriers are flattened into 270
+    features per packet, the sequence the SSM scans over.
     """
     csi = np.asarray(csi)
     lead = csi.shape[:-4]
     amp = denoise_amplitude(np.abs(csi), axis=-1)
     amp = amp / np.maximum(amp.mean(axis=(-4, -3, -2, -1), keepdims=True), 1e-12)
-    phase = sanitize_phase(np.angle(csi), axis=-2)
+    if per_receiver_phase:
+        phase = sanitize_phase_per_receiver(np.angle(csi))
+    else:
+        phase = sanitize_phase(np.angle(csi), axis=-2)
     feats = np.stack([amp, phase], axis=-5)  # (..., 2, 3, 3, 30, P)
     return feats.reshape(*lead, 2, N_RX * N_ANT * N_SUB, csi.shape[-1]).astype(np.float32)

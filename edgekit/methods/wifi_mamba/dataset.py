@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 FRAMES_PER_SEQUENCE = 8
 DATASET_NAME = "wifi-pose-sim"
+PREPROCESSING = "phase-per-receiver"
 
 
 def _labels(data: PoseData) -> np.ndarray:
@@ -42,8 +43,10 @@ def load_wifi_pose(train_sequences: int = 300, test_sequences: int = 60,
     """Held-out sequences use other people and motions (another seed) in the same room."""
     train = simulate_dataset(train_sequences, FRAMES_PER_SEQUENCE, seed=seed)
     test = simulate_dataset(test_sequences, FRAMES_PER_SEQUENCE, seed=seed + 10_000)
+    # the preprocessing is part of the data: cached checkpoints of the per-antenna phase era
+    # must not be reused
     digest = hashlib.sha256(f"{DATASET_NAME}:{train_sequences}:{test_sequences}:{seed}:"
-                            f"{FRAMES_PER_SEQUENCE}".encode()).hexdigest()[:12]
+                            f"{FRAMES_PER_SEQUENCE}:{PREPROCESSING}".encode()).hexdigest()[:12]
     return Dataset(DATASET_NAME, preprocess(train.csi), _labels(train), preprocess(test.csi),
                    _labels(test), digest)
 

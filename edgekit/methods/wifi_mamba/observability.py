@@ -11,9 +11,14 @@ Targets are read from single-person keypoints in the body frame:
   in metres (R²), the phase of the gait;
 - ``position``: the hip centre's x and y (mean R²), for reference: what a probe does find.
 
-Two feature sets: ``raw``, the flattened ``(2, 270, P)`` array, and ``summary``, per feature its
+Three feature sets: ``raw``, the flattened ``(2, 270, P)`` array, ``summary``, per feature its
 mean, standard deviation and the magnitude of its first Doppler bins over the packets, fixed
-functions of the same preprocessed array. Ridge's penalty is chosen by efficient leave-one-out
+functions of the same preprocessed array; ``doppler``, per receiver the power spectrum over the
+packets (signed Doppler bins) of the CSI ratio of its second and third antenna to its first
+(rebuilt from amplitude and per-receiver phase, less its mean over the packets: background
+subtraction), averaged over antennas and subcarriers and normalised to sum 1. The ratio cancels
+what a receiver's antennas share (offsets, gain) and turns with the sign of each path's Doppler
+shift [Zeng et al., FarSense, MobiCom 2019]. Ridge's penalty is chosen by efficient leave-one-out
 (``sklearn.linear_model.RidgeCV``).
 """
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from edgekit.methods.wifi_mamba.body import body_frame
-from edgekit.methods.wifi_mamba.csi import JOINT_NAMES
+from edgekit.methods.wifi_mamba.csi import JOINT_NAMES, N_ANT, N_RX, N_SUB
 
 _J = {name: i for i, name in enumerate(JOINT_NAMES)}
 TARGETS = ("yaw", "wrist_height", "ankle_swing")
@@ -53,7 +58,22 @@ def features(x: np.ndarray, kind: str = "raw") -> np.ndarray:
         spec = np.abs(np.fft.rfft(x - x.mean(-1, keepdims=True), axis=-1))[..., 1:1 + DOPPLER_BINS]
         parts = [x.mean(-1), x.std(-1), *np.moveaxis(spec, -1, 0)]
         return np.concatenate([p.reshape(len(x), -1) for p in parts], axis=1)
-    raise ValueError(f"unknown feature kind {kind!r}: use 'raw' or 'summary'")
+    if kind == "doppler":
+        return doppler_spectrum(x)
+    raise ValueError(f"unknown feature kind {kind!r}: use 'raw', 'summary' or 'doppler'")
+
+
+def doppler_spectrum(x: np.ndarray) -> np.ndarray:
+    """``(F, 2, 270, P)`` preprocessed CSI -> ``(F, 3 * P)``: per receiver, the normalised power
+    in each signed Doppler bin of the background-subtracted CSI ratio between its antennas."""
+    n, n_pkt = len(x), x.shape[-1]
+    x = np.asarray(x, np.float64).reshape(n, 2, N_RX, N_ANT, N_SUB, n_pkt)
+    z = x[:, 0] * np.exp(1j * x[:, 1])  # (F, rx, antenna, subcarrier, packet)
+    ratio = z[:, :, 1:] / np.maximum(np.abs(z[:, :, :1]), 1e-12) * np.exp(-1j * x[:, 1, :, :1])
+    ratio = (ratio - ratio.mean(-1, keepdims=True)) * np.hanning(n_pkt)
+    power = (np.abs(np.fft.fftshift(np.fft.fft(ratio, axis=-1), axes=-1)) ** 2).mean(axis=(2, 3))
+    power = power / np.maximum(power.sum(-1, keepdims=True), 1e-30)
+    return power.reshape(n, -1)
 
 
 def _ridge(train_x: np.ndarray, train_y: np.ndarray, test_x: np.ndarray) -> np.ndarray:
