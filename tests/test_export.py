@@ -15,7 +15,6 @@ from edgekit.exporters import ValidationFailed, compare_outputs, export_onnx, lo
 from edgekit.registry import ExportSettings, all_names
 from edgekit.targets import load_model_source
 
-
 # The paper-size WiFi variants only change sizes of graphs their small variants export here, and
 # take a minute: `make test-all` runs them.
 PAPER_SIZE = ("wifi-mamba:full", "wifi-petr:paper")
