@@ -29,7 +29,7 @@ def test_the_tour_touches_every_method(tmp_path: Path) -> None:
         assert any(c.startswith("validate") for c in commands)
     short, full = tour.plan(tmp_path), tour.plan(tmp_path, full=True)
     assert short.shortened and not full.shortened
-    assert any(c.startswith("train spikingresformer --epochs=1") for c in _commands(short))
+    assert any(c.startswith("train spikingresformer --epochs=3") for c in _commands(short))
     for step in short.steps:  # a brief training is cached where it writes its checkpoint
         if step.args[0] == "train":
             assert step.cached == Path(step.args[-1])
