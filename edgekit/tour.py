@@ -30,7 +30,6 @@ WIFI_MODELS = ("wifi-mamba", "wifi-petr")  # WiFi-Mamba against its PETR-style b
 SHORT_TRAINING = {"mlp": "--seconds=10", "ds-cnn": "--seconds=10", "wbmm": "--seconds=10",
                   "spikingresformer": "--epochs=3", "resformer-ann": "--epochs=3",
                   "wifi-mamba": "--seconds=15", "wifi-petr": "--seconds=15"}
-SHORT_TRAINING_DEFAULT = "--seconds=10"  # models that join later
 
 
 @dataclass(frozen=True)
@@ -64,7 +63,7 @@ def _spik4lite(cache: Path, full: bool) -> tuple[Step, Path]:
 
 
 def _training(name: str) -> str:
-    return SHORT_TRAINING.get(name, SHORT_TRAINING_DEFAULT)
+    return SHORT_TRAINING[name]
 
 
 def _checkpoint_name(name: str) -> str:
@@ -108,7 +107,7 @@ def plan(out: Path, full: bool = False) -> Tour:
     train_steps, targets = _trained(models, cache, full)
     spik4lite_step, spik4lite_checkpoint = _spik4lite(cache, full)
     steps += [*train_steps, spik4lite_step]
-    targets.append(str(spik4lite_checkpoint))
+    targets.append(spik4lite_checkpoint.name)  # compare runs in the cache folder
     steps.append(Step("compare the digits models: accuracy, latency, energy",
                       ("compare", *targets, "--duration", duration,
                        "--plot", str(out / "compare.png"), "--csv", str(out / "compare.csv"),
