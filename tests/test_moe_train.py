@@ -72,30 +72,40 @@ def test_training_settings_are_checked():
         train.train(train.trained_config("tiny"), TEXT, train.TrainSettings(size="tiny", steps=0))
 
 
-def test_breakdown_accounts_for_the_compute_threads_time(tmp_path):
+@pytest.mark.parametrize("mode,decode_on", [("zipmoe", "io"), ("zipmoe", "compute"),
+                                            ("naive", "io")])
+def test_breakdown_accounts_for_the_compute_threads_time(tmp_path, mode, decode_on):
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
     store = tmp_path / "store"
     compress_checkpoint(ckpt, store)
     bandwidth = 2e8
-    for mode in ("zipmoe", "naive"):
-        settings = EngineSettings(mode=mode, memory_budget=0, bandwidth_bytes_s=bandwidth,
-                                  direct=False, workers=0)
-        with Engine(store, settings) as engine:
-            engine.generate("np.sort", 4)
-            m = engine.metrics()
-        b, x = m["breakdown"], m["experts"]
-        total = sum(g.total_s for g in engine.generations)
-        assert b["total_s"] == pytest.approx(total)
-        parts = b["wait_s"] + b["decode_on_compute_s"] + b["rebuild_s"] + b["compute_s"]
-        assert parts == pytest.approx(total)
-        assert b["reads_at_cap_s"] == pytest.approx(m["bytes_read"] / bandwidth)
-        assert 0 <= b["reads_hidden_s"] <= b["reads_at_cap_s"]
-        if mode == "naive":  # reads on the compute thread: nothing hidden, nothing decoded
-            assert b["wait_s"] >= 0.9 * b["reads_at_cap_s"] and b["decode_all_threads_s"] == 0
-        else:
-            assert b["decode_on_compute_s"] == b["decode_all_threads_s"] > 0
-            assert b["rebuild_s"] > 0
-            assert 0 <= x["predictor_precision"] <= 1 and 0 < x["predictor_recall"] <= 1
+    settings = EngineSettings(mode=mode, memory_budget=0, bandwidth_bytes_s=bandwidth,
+                              direct=False, workers=0, decode_on=decode_on)
+    with Engine(store, settings) as engine:
+        engine.generate("np.sort", 4)
+        m = engine.metrics()
+    b, x = m["breakdown"], m["experts"]
+    total = sum(g.total_s for g in engine.generations)
+    assert b["total_s"] == pytest.approx(total)
+    parts = b["wait_s"] + b["decode_on_compute_s"] + b["rebuild_s"] + b["compute_s"]
+    assert parts == pytest.approx(total)
+    assert b["reads_at_cap_s"] == pytest.approx(m["bytes_read"] / bandwidth)
+    assert 0 <= b["reads_hidden_s"] <= b["reads_at_cap_s"]
+    assert 0 < b["cpu_compute_thread_s"] <= total * 1.05 + 0.01
+    if mode == "naive":  # reads on the compute thread: nothing hidden, nothing decoded
+        assert b["wait_s"] >= 0.9 * b["reads_at_cap_s"] and b["decode_all_threads_s"] == 0
+        assert b["cpu_io_thread_s"] == 0
+        return
+    assert m["provider"]["decode"] == {"io": "on the I/O thread",
+                                       "compute": "on the compute thread"}[decode_on]
+    if decode_on == "io":  # decoded between the I/O thread's reads, off the compute thread
+        assert b["decode_on_compute_s"] == 0 < b["decode_all_threads_s"]
+        assert b["cpu_io_thread_s"] >= b["decode_all_threads_s"] * 0.5
+    else:
+        assert b["decode_on_compute_s"] == b["decode_all_threads_s"] > 0
+    assert b["cpu_io_thread_s"] > 0
+    assert b["rebuild_s"] > 0
+    assert 0 <= x["predictor_precision"] <= 1 and 0 < x["predictor_recall"] <= 1
 
 
 def test_a_rank_of_guesses_that_is_mostly_wrong_stops_being_prefetched(tmp_path):

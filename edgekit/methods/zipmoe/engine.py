@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,11 +21,18 @@ import torch
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.methods.zipmoe.cache import POLICIES
 from edgekit.methods.zipmoe.io import BandwidthCap, StorageReader
-from edgekit.methods.zipmoe.model import KVCache, MoEModel, decode_tokens, encode_text
+from edgekit.methods.zipmoe.model import (
+    ExpertWeights,
+    KVCache,
+    MoEModel,
+    decode_tokens,
+    encode_text,
+)
 from edgekit.methods.zipmoe.providers import MemoryExperts, NaiveOffload, ZipMoEExperts
 from edgekit.methods.zipmoe.store import Store
 
 MODES = ("zipmoe", "naive", "memory")
+DECODE_ON = ("io", "compute")
 DEFAULT_PROMPTS = (
     "The weather today is",
     "def add(a, b):",
@@ -81,6 +88,32 @@ def default_workers(compute_threads: int | None = None, cores: int | None = None
     return max(0, min(MAX_DEFAULT_WORKERS, cores - threads - 1))
 
 
+class _OneExpert:
+    """Every expert id served by one expert of the store, decoded once: lets the model run, and
+    be timed, before the real provider exists."""
+
+    def __init__(self, store: Store) -> None:
+        layer = store.config.moe_layers[0]
+        self.weights = ExpertWeights(*(store.load_tensor(e.name)
+                                       for e in store.expert_entries(layer, 0)))
+
+    def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
+        for expert in sorted(tokens):
+            yield expert, self.weights
+
+
+def layer_compute_s(model: MoEModel, repeats: int = 5) -> float:
+    """The compute thread's time for one token through one MoE layer (the whole step's time
+    spread over the MoE layers: attention, routing, the experts' matmuls with their weights in
+    memory), the fastest of ``repeats`` one-token forwards, for the ZipMoE planner."""
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model.forward([0], KVCache())
+        times.append(time.perf_counter() - t0)
+    return min(times) / len(model.config.moe_layers)
+
+
 @dataclass
 class EngineSettings:
     mode: str = "zipmoe"
@@ -95,6 +128,9 @@ class EngineSettings:
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
     device: str = "cpu"                    # where the model computes (cuda: decode stays on the
                                            # CPU workers, as on the paper's Jetson)
+    decode_on: str = "io"                  # ZipMoE without workers: the I/O thread decodes
+                                           # between its reads ("io"), or the compute thread
+                                           # before rebuilding ("compute")
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -105,6 +141,8 @@ class EngineSettings:
             raise UsageError(f"workers cannot be negative, got {self.workers}")
         if self.memory_budget < 0:
             raise UsageError("the memory budget cannot be negative")
+        if self.decode_on not in DECODE_ON:
+            raise UnknownNameError("decode thread", self.decode_on, DECODE_ON)
         if self.full_ratio is not None and not 0.0 <= self.full_ratio <= 1.0:
             raise UsageError(f"the full-pool ratio must be in [0, 1], got {self.full_ratio}")
 
@@ -116,6 +154,7 @@ class Generation:
     logits: list[torch.Tensor]   # (vocab,) per generated token
     ttft_s: float
     step_s: list[float] = field(default_factory=list)
+    cpu_s: float = 0.0           # the compute thread's CPU time over the whole generation
 
     @property
     def text(self) -> str:
@@ -147,12 +186,18 @@ class Engine:
                                         settings.workers, scratch)
             self.storage = self.experts.reader.describe()
         else:
+            # The planner weighs the compute thread's own work too: time the model first.
+            self.model = MoEModel(self.store.config, dense, _OneExpert(self.store),
+                                  settings.device)
             self.experts = ZipMoEExperts(self.store, settings.memory_budget,
                                          self._reader(self.store.data_path), settings.workers,
-                                         settings.policy, settings.full_ratio, settings.prefetch)
+                                         settings.policy, settings.full_ratio, settings.prefetch,
+                                         layer_compute_s(self.model), settings.decode_on)
+            self.model.experts = self.experts
             self.storage = self.experts.reader.describe()
         try:
-            self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
+            if settings.mode != "zipmoe":
+                self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
         except BaseException:
             self.experts.close()
             raise
@@ -166,6 +211,7 @@ class Engine:
             raise UsageError(f"max new tokens must be at least 1, got {max_new_tokens}")
         ids = encode_text(prompt, self.store.config.vocab_size)
         cache = KVCache()
+        cpu0 = time.thread_time()
         t0 = time.perf_counter()
         logits = self.model.forward(ids, cache)[-1].cpu()
         token = int(torch.argmax(logits))
@@ -181,6 +227,7 @@ class Engine:
             gen.logits.append(logits)
             if on_token:
                 on_token(token)
+        gen.cpu_s = time.thread_time() - cpu0
         self.generations.append(gen)
         return gen
 
@@ -205,7 +252,8 @@ class Engine:
             "bytes_read": reader.stats.bytes if reader is not None else 0,
             "breakdown": time_breakdown(total, stats,
                                         reader.stats.bytes if reader is not None else 0,
-                                        self.settings.bandwidth_bytes_s),
+                                        self.settings.bandwidth_bytes_s,
+                                        sum(g.cpu_s for g in gens)),
             "storage": self.storage,
             "provider": self.experts.describe(),
         }
@@ -221,13 +269,16 @@ class Engine:
 
 
 def time_breakdown(total_s: float, stats: dict[str, Any], bytes_read: int,
-                   bandwidth_bytes_s: float | None) -> dict[str, float | None]:
+                   bandwidth_bytes_s: float | None,
+                   compute_cpu_s: float | None = None) -> dict[str, float | None]:
     """Where a run's time went, so its limit is visible. The compute thread's time (prefill
-    plus decode, ``total_s``) splits into waiting for experts, decoding on it (ZipMoE without
-    workers), rebuilding tensors from their planes, and the rest: the model's own compute and
-    the bookkeeping. Beside it, the capped channel's busy time (bytes read / bandwidth; None
-    uncapped) and how much of it the compute thread did not wait for (hidden by overlap), and
-    decoding on all threads."""
+    plus decode, ``total_s``) splits into waiting for experts, decoding on it (ZipMoE with the
+    compute thread decoding), rebuilding tensors from their planes, and the rest: the model's
+    own compute and the bookkeeping. Beside it, the capped channel's busy time (bytes read /
+    bandwidth; None uncapped) and how much of it the compute thread did not wait for (hidden by
+    overlap), decoding on all threads, and the CPU time of the compute thread and of ZipMoE's
+    I/O thread: on a loaded machine wall times grow with the other work, CPU times much less,
+    so these say what the run needs from each core."""
     decode_compute = stats.get("decode_compute_s", 0.0)
     rebuild = stats.get("rebuild_s", 0.0)
     wait = stats.get("wait_s", 0.0)
@@ -237,7 +288,9 @@ def time_breakdown(total_s: float, stats: dict[str, Any], bytes_read: int,
             "compute_s": max(0.0, total_s - wait - decode_compute - rebuild),
             "decode_all_threads_s": stats.get("decode_s", 0.0),
             "reads_at_cap_s": reads,
-            "reads_hidden_s": None if reads is None else max(0.0, reads - wait)}
+            "reads_hidden_s": None if reads is None else max(0.0, reads - wait),
+            "cpu_compute_thread_s": compute_cpu_s,
+            "cpu_io_thread_s": stats.get("io_cpu_s", 0.0)}
 
 
 def prefetch_summary(experts: dict[str, Any]) -> str:

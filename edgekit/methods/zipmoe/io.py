@@ -47,11 +47,13 @@ class BandwidthCap:
             self._busy_until = start + size / self.bytes_per_s
             return self._busy_until
 
+    def opens_at(self, backlog_s: float) -> float:
+        """The monotonic time from which at most ``backlog_s`` of reads are booked ahead."""
+        return self._busy_until - backlog_s
+
     def throttle(self, backlog_s: float) -> None:
         """Sleep until at most ``backlog_s`` of reads are booked ahead of now."""
-        delay = self._busy_until - backlog_s - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
+        wait_until(self.opens_at(backlog_s))
 
 
 def wait_until(ready_at: float) -> None:

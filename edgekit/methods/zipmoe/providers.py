@@ -15,6 +15,7 @@ give bit-identical logits; they differ only in what is held in memory and what i
 """
 from __future__ import annotations
 
+import collections
 import concurrent.futures as cf
 import os
 import queue
@@ -75,6 +76,7 @@ class ExpertStats:
     routed_after_prediction: int = 0
     decode_s: float = 0.0    # exponent decompression, on whichever thread did it
     decode_compute_s: float = 0.0  # the part of decode_s on the compute thread (no workers)
+    io_cpu_s: float = 0.0    # CPU time of the I/O thread (reads, checks, decoding there)
     rebuild_s: float = 0.0   # merging exponent and sign-mantissa planes (compute thread)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -98,7 +100,8 @@ class ExpertStats:
                 "predictor_recall": (self.predicted_right / self.routed_after_prediction
                                      if self.routed_after_prediction else None),
                 "wait_s": self.wait_s, "decode_s": self.decode_s,
-                "decode_compute_s": self.decode_compute_s, "rebuild_s": self.rebuild_s}
+                "decode_compute_s": self.decode_compute_s, "rebuild_s": self.rebuild_s,
+                "io_cpu_s": self.io_cpu_s}
 
 
 def _tensor_from_bytes(data: bytes, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
@@ -327,7 +330,10 @@ class ZipMoEExperts:
 
     def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
                  policy: str = "zipmoe", full_ratio: float | None = None,
-                 prefetch: bool = True) -> None:
+                 prefetch: bool = True, layer_compute_s: float = 0.0,
+                 decode_on: str = "io") -> None:
+        """``layer_compute_s``: the compute thread's time for one token through one MoE layer
+        with its experts in memory (``engine.layer_compute_s``), for the planner."""
         cfg = store.config
         self.store, self.reader, self.workers = store, reader, max(0, workers)
         self.stats = ExpertStats()
@@ -340,13 +346,21 @@ class ZipMoEExperts:
         self.decode_pool = (cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
                             if self.workers else None)
         self.io_thread = cf.ThreadPoolExecutor(1, thread_name_prefix="zipmoe-io")
+        # With no decode worker the I/O thread decodes, between booking reads (``decode_on``
+        # "io"), or the compute thread does, just before rebuilding ("compute").
+        self.io_decode = self.workers == 0 and decode_on == "io"
+        # (job, tensor, exponent bytes, when the channel delivers them), in booking order
+        self._pending: collections.deque[tuple[_ExpertJob, int, bytes | memoryview, float]] = \
+            collections.deque()
         self.budget_bytes = budget_bytes
         layer_budget = budget_bytes / len(cfg.moe_layers)
         self.profile = self._profile()
         self.delay_model = DelayModel(
             k=cfg.top_k, tensors_per_expert=self.tensors_per_expert, chunks=self.chunks,
             workers=max(1, self.workers), decode_s=self.profile["decode_s"],
-            sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"])
+            sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"],
+            layer_compute_s=layer_compute_s, rebuild_s=self.profile["rebuild_s"],
+            decode_on_compute=self.workers == 0 and not self.io_decode)
         if full_ratio is None:
             trace = store.manifest.get("trace") or {}
             counts = trace.get("counts") or {}
@@ -371,13 +385,14 @@ class ZipMoEExperts:
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
     def _profile(self, repeats: int = 5) -> dict[str, float]:
-        """d_sm and d_dec of one tensor on this device: the fastest of ``repeats`` tries, since
+        """d_sm, d_dec and the rebuild of one tensor on this device: the fastest of ``repeats``
+        tries, since
         a shared machine's other work only ever adds time, and the plan must not change with
         one engine's start-up timing (the median of 3 moved a 25 % budget between 2 full + 12
         SM-only slots per layer and 7 + 2 on this loaded VM)."""
         cfg = self.store.config
         entries = self.store.expert_entries(cfg.moe_layers[0], 0)
-        sm_times, dec_times = [], []
+        sm_times, dec_times, rebuild_times = [], [], []
         for _ in range(repeats):
             for entry in entries:
                 t0 = time.perf_counter()
@@ -386,11 +401,14 @@ class ZipMoEExperts:
                 blob = self.reader.read(*_span(entry))
                 t0 = time.perf_counter()
                 exp = self._decompress(entry, blob)
+                t1 = time.perf_counter()
                 _rebuild(entry, exp, raw)
-                dec_times.append(time.perf_counter() - t0)
+                dec_times.append(t1 - t0)
+                rebuild_times.append(time.perf_counter() - t1)
         self.reader.stats.reset()  # profiling reads are not the workload's
         exp_bytes = sum(c.size for e in entries for c in e.chunks)
-        return {"decode_s": min(dec_times), "sm_read_s": min(sm_times),
+        return {"decode_s": min(dec_times), "rebuild_s": min(rebuild_times),
+                "sm_read_s": min(sm_times),
                 "cr": exp_bytes / max(1, sum(e.raw.size for e in entries))}
 
     # -- worker operations -------------------------------------------------------------------
@@ -451,7 +469,9 @@ class ZipMoEExperts:
     def _hand_over(self, job: _ExpertJob, t: int, blob: bytes | memoryview,
                    ready_at: float) -> None:
         """A tensor's exponent bytes to a decode worker, or to the compute thread (_finish)."""
-        if self.decode_pool is None:
+        if self.io_decode:
+            self._pending.append((job, t, blob, ready_at))
+        elif self.decode_pool is None:
             job.blobs[t] = (blob, ready_at)
             job.finish_one()
         else:
@@ -494,8 +514,46 @@ class ZipMoEExperts:
         return ExpertWeights(*tensors)
 
     def _throttle(self) -> None:
-        if self.reader.cap is not None:
-            self.reader.cap.throttle(READ_AHEAD_S)
+        """Until the next read may be booked (at most ``READ_AHEAD_S`` ahead on a capped
+        channel); when the I/O thread decodes, it decodes the exponents that have arrived
+        meanwhile instead of sleeping."""
+        cap = self.reader.cap
+        if not self.io_decode:
+            if cap is not None:
+                cap.throttle(READ_AHEAD_S)
+            return
+        pending = self._pending
+        while True:
+            now = time.perf_counter()
+            opens_at = cap.opens_at(READ_AHEAD_S) if cap is not None else now
+            if pending and pending[0][3] <= now:
+                self._decode_arrived(*pending.popleft())
+            elif opens_at <= now:
+                return
+            else:
+                wait_until(min(opens_at, pending[0][3]) if pending else opens_at)
+
+    def _drain(self) -> None:
+        """I/O thread, after a batch's last read: decode what is still pending as it arrives."""
+        while self._pending:
+            job, t, blob, ready_at = self._pending.popleft()
+            wait_until(ready_at)
+            self._decode_arrived(job, t, blob, ready_at)
+
+    def _decode_arrived(self, job: _ExpertJob, t: int, blob: bytes | memoryview,
+                        ready_at: float) -> None:
+        """I/O thread: check and decompress a tensor's exponents once the channel has
+        delivered them (``ready_at`` has passed)."""
+        if job.cancelled:
+            return
+        try:
+            t0 = time.perf_counter()
+            exp = self._decompress(job.entries[t], blob)
+            self.stats.add_decode(time.perf_counter() - t0, on_compute=False)
+            job.exps[t] = exp
+            job.finish_one()
+        except BaseException as exc:  # noqa: BLE001 - handed to the compute thread
+            job.fail(exc)
 
     # -- the provider ------------------------------------------------------------------------
     def _submit(self, jobs: list[Job[_ExpertJob]]) -> None:
@@ -515,8 +573,11 @@ class ZipMoEExperts:
             job.io_future = batch
 
     def _read_jobs(self, jobs: list[_ExpertJob]) -> None:
+        t0 = time.thread_time()
         for job in jobs:
             self._read_job(job)
+        self._drain()
+        self.stats.io_cpu_s += time.thread_time() - t0
 
     def _rank_pays(self, rank: int) -> bool:
         """Whether guesses of this rank are right often enough to prefetch them."""
@@ -641,7 +702,8 @@ class ZipMoEExperts:
 
     def describe(self) -> dict[str, object]:
         return {"policy": self.policy, "workers": self.workers,
-                "decode": "decode workers" if self.workers else "on the compute thread",
+                "decode": ("decode workers" if self.workers else
+                           "on the I/O thread" if self.io_decode else "on the compute thread"),
                 "chunks": self.chunks,
                 "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
                 "predictor_precision_by_rank": [r / t if t else None for r, t in
@@ -649,6 +711,8 @@ class ZipMoEExperts:
                                                     strict=True)],
                 "plan": self.plan.to_json(),
                 "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
+                            "rebuild_ms_per_tensor": self.profile["rebuild_s"] * 1e3,
+                            "layer_compute_ms": self.delay_model.layer_compute_s * 1e3,
                             "sm_read_ms_per_tensor": self.profile["sm_read_s"] * 1e3,
                             "compression_ratio": self.profile["cr"]},
                 "full_slot_bytes": self.full_bytes, "sm_slot_bytes": self.sm_bytes,
