@@ -163,6 +163,37 @@ def test_delay_model_reads_every_byte_from_one_device():
     assert slow.delay(1, 1) == pytest.approx(18e-3)
 
 
+def test_delay_model_counts_the_compute_threads_own_work():
+    """k=4, T=3: 1 full hit, so 9 tensors are loaded; d_dec 0.2 ms, rebuild 0.1 ms, layer
+    compute 2 ms; IO = 6 + 2.25 ms as above."""
+    costs = dict(decode_s=2e-4, sm_read_s=1e-3, compression_ratio=0.25, layer_compute_s=2e-3,
+                 rebuild_s=1e-4)
+    on_compute = planner.DelayModel(4, 3, 4, 1, decode_on_compute=True, **costs)
+    worker = planner.DelayModel(4, 3, 4, 1, **costs)
+    assert on_compute.delay(1, 1) == pytest.approx(max(8.25e-3, 2e-3 + 9 * 3e-4))
+    assert worker.delay(1, 1) == pytest.approx(8.25e-3)      # IO is the longest side
+    heavy = planner.DelayModel(4, 3, 4, 1, decode_on_compute=True,
+                               **{**costs, "layer_compute_s": 20e-3})
+    assert heavy.delay(1, 1) == pytest.approx(20e-3 + 9 * 3e-4)   # the compute thread is
+    assert heavy.delay(3, 0) == pytest.approx(20e-3 + 3 * 3e-4)   # full hits spare it
+
+
+def test_plan_keeps_more_experts_full_when_the_compute_thread_decodes():
+    """The trained benchmark model's shape (32 experts, top-4, T=3, 6 MiB per layer) with a
+    skewed popularity: decoding on a busy compute thread makes full slots pay."""
+    pop = planner.popularity_by_rank([[100 // (i + 1) for i in range(32)]], 32)
+    costs = dict(decode_s=1e-4, sm_read_s=4.3e-4, compression_ratio=0.32, rebuild_s=7e-5)
+    shape = (4, 3, 2, 1)
+    reads_only = planner.DelayModel(*shape, **costs)
+    busy = planner.DelayModel(*shape, decode_on_compute=True, layer_compute_s=3e-3, **costs)
+    plan = dict(num_experts=32, layer_budget_bytes=6 * 2**20, full_bytes=786432,
+                sm_bytes=393216)
+    lean, heavy = planner.plan_pools(pop, reads_only, **plan), \
+        planner.plan_pools(pop, busy, **plan)
+    assert heavy.full_slots > lean.full_slots
+    assert heavy.full_slots * 786432 + heavy.sm_slots * 393216 <= 6 * 2**20
+
+
 # -- cache and scheduler ---------------------------------------------------------------------
 
 def test_token_weighted_lfu_evicts_the_coldest_unlocked_slot():
@@ -268,6 +299,28 @@ def test_default_workers_leave_cores_to_compute_and_io(stores):
         EngineSettings(workers=-1).check()
 
 
+def test_calibration_plans_from_the_engines_costs_and_leaves_nothing_behind(stores):
+    _, store_dir = stores["qwen"]
+    store = Store(store_dir)
+    budget = parse_size("25%", store.total_expert_bytes)
+    with Engine(store, EngineSettings(memory_budget=budget, workers=0)) as engine:
+        experts = engine.experts
+        cal = experts.describe()["calibration"]
+        assert cal["tokens"] > 0 and cal["layer_compute_ms"] > 0
+        assert cal["decode_ms_per_tensor"] > 0 and cal["rebuild_ms_per_tensor"] > 0
+        assert "calibrated" in experts.plan.reason
+        assert experts.delay_model.layer_compute_s == pytest.approx(
+            cal["layer_compute_ms"] / 1e3)
+        # what the calibration read and decoded is not the workload's
+        assert experts.stats.activations == experts.reader.stats.bytes == 0
+        assert not experts.cache.used_bytes and experts.prefetch_enabled
+        assert experts.plan.full_slots * experts.full_bytes \
+            + experts.plan.sm_slots * experts.sm_bytes <= budget
+    fixed = EngineSettings(memory_budget=budget, workers=0, full_ratio=0.5)
+    with Engine(store, fixed) as engine:
+        assert engine.experts.describe()["calibration"] is None
+
+
 def test_parse_size():
     assert parse_size("64MiB") == 64 * 2**20
     assert parse_size("1.5GB") == 1_500_000_000
@@ -281,12 +334,15 @@ def test_parse_size():
 
 # -- the engine ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("family,workers", [("qwen", 0), ("qwen", 2), ("deepseek", None)])
-def test_all_modes_give_bit_identical_logits(stores, family, workers):
+@pytest.mark.parametrize("family,workers,decode_on", [("qwen", 0, "compute"), ("qwen", 0, "io"),
+                                                     ("qwen", 2, "compute"),
+                                                     ("deepseek", None, "io")])
+def test_all_modes_give_bit_identical_logits(stores, family, workers, decode_on):
     _, store_dir = stores[family]
     store = Store(store_dir)
     settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
-                              bandwidth_bytes_s=2e9, bandwidth_source="test", workers=workers)
+                              bandwidth_bytes_s=2e9, bandwidth_source="test", workers=workers,
+                              decode_on=decode_on)
     report = bench(store, settings, ["Hello there", "MoE"], max_new_tokens=5)
     assert report["logits"]["identical"] and report["logits"]["steps_compared"] == 10
     z, naive, mem = (report["results"][m] for m in ("zipmoe", "naive", "memory"))
@@ -300,6 +356,10 @@ def test_all_modes_give_bit_identical_logits(stores, family, workers):
     assert z["storage"]["bandwidth_source"] == "test"
     expected_workers = default_workers() if workers is None else workers
     assert report["settings"]["workers"] == z["provider"]["workers"] == expected_workers
+    on_io = expected_workers == 0 and decode_on == "io"
+    assert z["provider"]["decode"] == ("decode workers" if expected_workers else
+                                       f"on the {'I/O' if on_io else 'compute'} thread")
+    assert (z["breakdown"]["decode_on_compute_s"] == 0) == (expected_workers > 0 or on_io)
 
 
 def test_zero_budget_and_policies_still_exact(stores):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -21,13 +21,7 @@ import torch
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.methods.zipmoe.cache import POLICIES
 from edgekit.methods.zipmoe.io import BandwidthCap, StorageReader
-from edgekit.methods.zipmoe.model import (
-    ExpertWeights,
-    KVCache,
-    MoEModel,
-    decode_tokens,
-    encode_text,
-)
+from edgekit.methods.zipmoe.model import KVCache, MoEModel, decode_tokens, encode_text
 from edgekit.methods.zipmoe.providers import MemoryExperts, NaiveOffload, ZipMoEExperts
 from edgekit.methods.zipmoe.store import Store
 
@@ -88,32 +82,6 @@ def default_workers(compute_threads: int | None = None, cores: int | None = None
     return max(0, min(MAX_DEFAULT_WORKERS, cores - threads - 1))
 
 
-class _OneExpert:
-    """Every expert id served by one expert of the store, decoded once: lets the model run, and
-    be timed, before the real provider exists."""
-
-    def __init__(self, store: Store) -> None:
-        layer = store.config.moe_layers[0]
-        self.weights = ExpertWeights(*(store.load_tensor(e.name)
-                                       for e in store.expert_entries(layer, 0)))
-
-    def fetch(self, layer: int, tokens: dict[int, int]) -> Iterator[tuple[int, ExpertWeights]]:
-        for expert in sorted(tokens):
-            yield expert, self.weights
-
-
-def layer_compute_s(model: MoEModel, repeats: int = 5) -> float:
-    """The compute thread's time for one token through one MoE layer (the whole step's time
-    spread over the MoE layers: attention, routing, the experts' matmuls with their weights in
-    memory), the fastest of ``repeats`` one-token forwards, for the ZipMoE planner."""
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        model.forward([0], KVCache())
-        times.append(time.perf_counter() - t0)
-    return min(times) / len(model.config.moe_layers)
-
-
 @dataclass
 class EngineSettings:
     mode: str = "zipmoe"
@@ -128,9 +96,9 @@ class EngineSettings:
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
     device: str = "cpu"                    # where the model computes (cuda: decode stays on the
                                            # CPU workers, as on the paper's Jetson)
-    decode_on: str = "io"                  # ZipMoE without workers: the I/O thread decodes
-                                           # between its reads ("io"), or the compute thread
-                                           # before rebuilding ("compute")
+    decode_on: str = "compute"             # ZipMoE without workers: the compute thread
+                                           # decodes before rebuilding ("compute"), or the
+                                           # I/O thread between its reads ("io")
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -186,18 +154,15 @@ class Engine:
                                         settings.workers, scratch)
             self.storage = self.experts.reader.describe()
         else:
-            # The planner weighs the compute thread's own work too: time the model first.
-            self.model = MoEModel(self.store.config, dense, _OneExpert(self.store),
-                                  settings.device)
             self.experts = ZipMoEExperts(self.store, settings.memory_budget,
                                          self._reader(self.store.data_path), settings.workers,
                                          settings.policy, settings.full_ratio, settings.prefetch,
-                                         layer_compute_s(self.model), settings.decode_on)
-            self.model.experts = self.experts
+                                         settings.decode_on)
             self.storage = self.experts.reader.describe()
         try:
-            if settings.mode != "zipmoe":
-                self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
+            self.model = MoEModel(self.store.config, dense, self.experts, settings.device)
+            if isinstance(self.experts, ZipMoEExperts):  # plan from the engine's own costs
+                self.experts.calibrate(lambda: self.model.forward([0], KVCache()))
         except BaseException:
             self.experts.close()
             raise

@@ -22,7 +22,7 @@ import queue
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -56,6 +56,9 @@ READ_AHEAD_S = 1e-3
 # weights: 99-83 %), and prefetching all four read 30 % more bytes than not prefetching.
 PREFETCH_MIN_PRECISION = 0.75
 RANK_WARMUP = 16
+# Tokens that ``ZipMoEExperts.calibrate`` runs (each reads, decodes and rebuilds top-k experts
+# in every MoE layer).
+CALIBRATION_TOKENS = 4
 
 
 @dataclass
@@ -323,17 +326,20 @@ class ZipMoEExperts:
     since a worker's many short GIL-free calls make the compute thread's torch calls wait for
     the GIL. Workers that read and decode in turn leave the channel idle while all of them
     decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
-    compute thread was measured slower on this 2-core machine, twice.
+    compute thread was measured slower on this 2-core machine, twice. ``decode_on="io"``
+    (L = 0): the I/O thread decodes the exponents that have arrived while it waits to book
+    its next read, so the compute thread only rebuilds; it moved about 0.4 s of CPU per run
+    off the compute thread on the trained benchmark model, measured under load
+    (benchmarks/README.md), and the rebuild then reads exponents another core wrote.
     """
 
     mode = "zipmoe"
 
     def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
                  policy: str = "zipmoe", full_ratio: float | None = None,
-                 prefetch: bool = True, layer_compute_s: float = 0.0,
-                 decode_on: str = "io") -> None:
-        """``layer_compute_s``: the compute thread's time for one token through one MoE layer
-        with its experts in memory (``engine.layer_compute_s``), for the planner."""
+                 prefetch: bool = True, decode_on: str = "compute") -> None:
+        """Plans the pools from the start-up profile of one tensor (``full_ratio`` None);
+        ``calibrate`` then plans them again from the engine's own costs."""
         cfg = store.config
         self.store, self.reader, self.workers = store, reader, max(0, workers)
         self.stats = ExpertStats()
@@ -353,16 +359,29 @@ class ZipMoEExperts:
         self._pending: collections.deque[tuple[_ExpertJob, int, bytes | memoryview, float]] = \
             collections.deque()
         self.budget_bytes = budget_bytes
-        layer_budget = budget_bytes / len(cfg.moe_layers)
+        self.policy = policy
+        self.full_ratio = full_ratio
+        self.calibration: dict[str, float] | None = None
+        self.prefetch_enabled = prefetch
+        self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
+        self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
+        k = cfg.top_k
+        self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
         self.profile = self._profile()
+        self._plan(self.profile["decode_s"], self.profile["rebuild_s"], 0.0)
+
+    def _plan(self, decode_s: float, rebuild_s: float, layer_compute_s: float) -> None:
+        """The delay model from these costs, the plan (or the fixed share) and empty pools."""
+        cfg = self.store.config
         self.delay_model = DelayModel(
             k=cfg.top_k, tensors_per_expert=self.tensors_per_expert, chunks=self.chunks,
-            workers=max(1, self.workers), decode_s=self.profile["decode_s"],
+            workers=max(1, self.workers), decode_s=decode_s,
             sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"],
-            layer_compute_s=layer_compute_s, rebuild_s=self.profile["rebuild_s"],
+            layer_compute_s=layer_compute_s, rebuild_s=rebuild_s,
             decode_on_compute=self.workers == 0 and not self.io_decode)
-        if full_ratio is None:
-            trace = store.manifest.get("trace") or {}
+        layer_budget = self.budget_bytes / len(cfg.moe_layers)
+        if self.full_ratio is None:
+            trace = self.store.manifest.get("trace") or {}
             counts = trace.get("counts") or {}
             popularity = popularity_by_rank(counts, cfg.num_experts)
             self.plan = plan_pools(popularity, self.delay_model, cfg.num_experts, layer_budget,
@@ -371,17 +390,51 @@ class ZipMoEExperts:
                 f"the store's routing trace ({trace.get('tokens')} tokens)" if counts else
                 "a uniform prior (the store has no routing trace)")
         else:
-            n_full, n_sm = pool_slots(full_ratio, layer_budget, self.full_bytes, self.sm_bytes,
-                                      cfg.num_experts)
-            self.plan = Plan(full_ratio, n_full, n_sm, float("nan"), reason="fixed full ratio")
+            n_full, n_sm = pool_slots(self.full_ratio, layer_budget, self.full_bytes,
+                                      self.sm_bytes, cfg.num_experts)
+            self.plan = Plan(self.full_ratio, n_full, n_sm, float("nan"),
+                             reason="fixed full ratio")
         self.cache = ZipMoECache(list(cfg.moe_layers), cfg.num_experts, self.plan.full_slots,
-                                 self.plan.sm_slots, self.full_bytes, self.sm_bytes, policy)
-        self.policy = policy
-        self.prefetch_enabled = prefetch
-        self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
-        self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
-        k = cfg.top_k
-        self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
+                                 self.plan.sm_slots, self.full_bytes, self.sm_bytes, self.policy)
+
+    def calibrate(self, step: Callable[[], object], tokens: int = CALIBRATION_TOKENS) -> None:
+        """Plan again from what the engine itself costs [ours]: ``step`` (one token through the
+        model) runs once to warm up, then ``tokens`` times with empty pools and no prefetch, so
+        every routed expert is read, decoded and rebuilt as in serving; the compute thread's
+        time per layer (bookkeeping included, waits excluded) and the decode and rebuild time
+        per tensor then replace the start-up profile's, which times one tensor alone on warm
+        caches. (Quiet 7-round run of the trained benchmark model, benchmarks/README.md: the
+        profile's loop gave 0.065 ms decode + 0.037 ms rebuild per tensor, serving averaged
+        0.108 + 0.072 ms.) Nothing of the calibration stays: pools, statistics and read counts
+        start empty."""
+        if self.full_ratio is not None:
+            return
+        cfg = self.store.config
+        keep_prefetch, self.prefetch_enabled = self.prefetch_enabled, False
+        self.cache = ZipMoECache(list(cfg.moe_layers), cfg.num_experts, 0, 0, self.full_bytes,
+                                 self.sm_bytes, self.policy)
+        try:
+            step()  # the model's first call pays one-off costs (allocations, lazy set-up)
+            self.stats = ExpertStats()
+            t0 = time.perf_counter()
+            for _ in range(tokens):
+                step()
+            total = time.perf_counter() - t0
+        finally:
+            self.prefetch_enabled = keep_prefetch
+        stats, steps = self.stats, tokens * len(cfg.moe_layers)
+        decoded = max(1, (stats.sm_hits + stats.misses) * self.tensors_per_expert)
+        layer_s = (total - stats.wait_s - stats.decode_compute_s - stats.rebuild_s) / steps
+        self.calibration = {"tokens": tokens, "layer_compute_s": layer_s,
+                            "decode_s": stats.decode_s / decoded,
+                            "rebuild_s": stats.rebuild_s / decoded}
+        self._plan(stats.decode_s / decoded, stats.rebuild_s / decoded, layer_s)
+        self.plan.reason += f"; costs calibrated on {tokens} tokens"
+        self.stats = ExpertStats()
+        self.predictions.clear()
+        self.rank_tries = [0] * len(self.rank_tries)
+        self.rank_right = [0] * len(self.rank_right)
+        self.reader.stats.reset()
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
     def _profile(self, repeats: int = 5) -> dict[str, float]:
@@ -710,9 +763,13 @@ class ZipMoEExperts:
                                                 zip(self.rank_right, self.rank_tries,
                                                     strict=True)],
                 "plan": self.plan.to_json(),
+                "calibration": None if self.calibration is None else {
+                    "tokens": self.calibration["tokens"],
+                    "layer_compute_ms": self.calibration["layer_compute_s"] * 1e3,
+                    "decode_ms_per_tensor": self.calibration["decode_s"] * 1e3,
+                    "rebuild_ms_per_tensor": self.calibration["rebuild_s"] * 1e3},
                 "profile": {"decode_ms_per_tensor": self.profile["decode_s"] * 1e3,
                             "rebuild_ms_per_tensor": self.profile["rebuild_s"] * 1e3,
-                            "layer_compute_ms": self.delay_model.layer_compute_s * 1e3,
                             "sm_read_ms_per_tensor": self.profile["sm_read_s"] * 1e3,
                             "compression_ratio": self.profile["cr"]},
                 "full_slot_bytes": self.full_bytes, "sm_slot_bytes": self.sm_bytes,
