@@ -17,15 +17,16 @@ with storage reads capped at the Jetson AGX Orin 64GB profile's storage bandwidt
 reads from the page cache, so the cap alone sets the read speed). One ZipMoE engine per model
 plans the pools first and every ZipMoE engine of the run uses that plan, so rounds differ by
 timing, not by plan. Every round runs, per model, zipmoe, zipmoe without the next-layer
-prefetch, zipmoe with the I/O thread decoding instead of the compute thread (its own plan),
-naive and memory (fresh engines, cold caches, same prompts, the order rotating between
-rounds); the tables quote the median over rounds, and a time breakdown of the median round per
-mode (reads at the cap, how much of them the compute thread did not wait for, waits, decoding,
-rebuilding, compute, and the CPU time of the compute and I/O threads, which a loaded machine
-inflates far less than wall time) shows what bounds each. Reported per model: experts'
-bits/param, routing skew (trace; and the trained model's loss and expert load), the lookahead
-predictor's precision and recall at decode steps, hit rates, the planner's inputs (start-up
-profile and the engine's calibration). Target: ZipMoE >= 2x the naive baseline's tokens/s on
+prefetch, zipmoe with the compute thread decoding instead of the I/O thread (its own plan),
+zipmoe with the previous planner's share (1 full + 14 SM-only slots), naive and memory (fresh
+engines, cold caches, same prompts, the order rotating between rounds); the tables quote the
+median over rounds, and a time breakdown of the median round per mode (reads at the cap, how
+much of them the compute thread did not wait for, waits, decoding, rebuilding, compute, and
+the CPU time of the compute and I/O threads, which a loaded machine inflates far less than
+wall time) shows what bounds each. Reported per model: experts' bits/param, routing skew
+(trace; and the trained model's loss and expert load), the lookahead predictor's precision and
+recall at decode steps, hit rates, the planner's inputs (start-up profile and the engine's
+calibration). Target: ZipMoE >= 2x the naive baseline's tokens/s on
 both, logits bit-identical.
 
     python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick] [--models trained,random]
@@ -151,9 +152,14 @@ def decode_throughput(weights, encoded, rounds: int) -> list[dict]:
 
 # -- serving ---------------------------------------------------------------------------------
 
+# The full-pool share the planner chose on both models before it weighed the compute thread
+# (1 full + 14 SM-only slots per layer; quiet 7-round run, results/zipmoe_serving_7rounds.json):
+# run beside the current plan so that the rounds compare the two.
+PREVIOUS_FULL_RATIO = 0.15
 VARIANTS = {"zipmoe": {"mode": "zipmoe"},
             "zipmoe-no-prefetch": {"mode": "zipmoe", "prefetch": False},
-            "zipmoe-io-decode": {"mode": "zipmoe", "decode_on": "io"},
+            "zipmoe-compute-decode": {"mode": "zipmoe", "decode_on": "compute"},
+            "zipmoe-previous-plan": {"mode": "zipmoe", "full_ratio": PREVIOUS_FULL_RATIO},
             "naive": {"mode": "naive"}, "memory": {"mode": "memory"}}
 
 
@@ -222,8 +228,10 @@ def plan_once(store: Store, base: dict) -> tuple[dict[str, float], dict[str, dic
     return plans, planners
 
 
-def _full_ratio(model: dict, variant: dict) -> float:
-    return model["full_ratios"][variant.get("decode_on", EngineSettings.decode_on)]
+def _settings(model: dict, variant: dict, **extra: object) -> EngineSettings:
+    """A variant's settings on this model, with the run's plan unless the variant fixes one."""
+    full_ratio = model["full_ratios"][variant.get("decode_on", EngineSettings.decode_on)]
+    return EngineSettings(**{"full_ratio": full_ratio, **model["base"], **variant, **extra})
 
 
 def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
@@ -240,15 +248,14 @@ def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
                              device=device)
         model["full_ratios"], model["planners"] = plan_once(store, model["base"])
         model["per_mode"], model["identical"] = {}, True
-        model["ratios"], model["io_ratios"] = [], []
+        model["ratios"], model["compute_ratios"], model["previous_ratios"] = [], [], []
     for r in range(rounds):
         for name, model in models.items():  # models and modes interleaved, the order rotating
             labels = list(VARIANTS)
             labels = labels[r % len(labels):] + labels[:r % len(labels)]
             runs, tps = {}, {}
             for label in labels:
-                settings = EngineSettings(**VARIANTS[label], **model["base"],
-                                          full_ratio=_full_ratio(model, VARIANTS[label]))
+                settings = _settings(model, VARIANTS[label])
                 with Engine(model["store"], settings) as engine:
                     runs[label] = [engine.generate(p, new_tokens) for p in model["prompts"]]
                     metrics = engine.metrics()
@@ -256,15 +263,15 @@ def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
                 tps[label] = metrics["tokens_per_s"]
             model["identical"] &= compare_logits(runs)["identical"]
             model["ratios"].append(tps["zipmoe"] / tps["naive"])
-            model["io_ratios"].append(tps["zipmoe-io-decode"] / tps["naive"])
+            model["compute_ratios"].append(tps["zipmoe-compute-decode"] / tps["naive"])
+            model["previous_ratios"].append(tps["zipmoe-previous-plan"] / tps["naive"])
             print(f"round {r + 1}/{rounds} {name}: " + ", ".join(
                 f"{m} {tps[m]:.2f} tok/s" for m in VARIANTS)
                 + f"; zipmoe/naive {model['ratios'][-1]:.2f}x", flush=True)
     for model in models.values():  # one run each, after the rounds
         model["policies"] = {}
         for policy in ("lru", "lfu", "fifo"):
-            settings = EngineSettings(mode="zipmoe", policy=policy, **model["base"],
-                                      full_ratio=_full_ratio(model, {}))
+            settings = _settings(model, {"mode": "zipmoe", "policy": policy})
             with Engine(model["store"], settings) as engine:
                 for p in model["prompts"]:
                     engine.generate(p, new_tokens)
@@ -303,21 +310,22 @@ def _model_result(model: dict, bandwidth: float, new_tokens: int) -> dict:
         "budget_bytes": model["budget"],
         "routing_trace": {"text": trace.get("text"), "tokens": trace.get("tokens"),
                           "skew": routing_skew(trace["counts"]) if trace.get("counts") else None},
-        "full_ratio": _full_ratio(model, {}),
-        "plan": model["planners"]["compute"]["plan"],
-        "plan_io_decode": model["planners"]["io"]["plan"],
-        "profile": model["planners"]["compute"]["profile"],
-        "calibration": model["planners"]["compute"]["calibration"],
-        "calibration_io_decode": model["planners"]["io"]["calibration"],
+        "full_ratio": model["full_ratios"][EngineSettings.decode_on],
+        "plan": model["planners"]["io"]["plan"],
+        "plan_compute_decode": model["planners"]["compute"]["plan"],
+        "profile": model["planners"]["io"]["profile"],
+        "calibration": model["planners"]["io"]["calibration"],
+        "calibration_compute_decode": model["planners"]["compute"]["calibration"],
         "predictor": {"precision": predictor["predictor_precision"],
                       "recall": predictor["predictor_recall"],
                       "measured_on": "zipmoe-no-prefetch (the guesses alone, no reads)"},
         "modes": rows, "logits_identical": model["identical"],
         "speedup_vs_naive": speedup, "round_ratios": model["ratios"],
         "median_round_ratio": median(model["ratios"]), "target_met": speedup >= 2.0,
-        "io_decode_speedup_vs_naive": (rows["zipmoe-io-decode"]["tokens_per_s"]
-                                       / rows["naive"]["tokens_per_s"]),
-        "io_decode_round_ratios": model["io_ratios"],
+        "compute_decode_speedup_vs_naive": (rows["zipmoe-compute-decode"]["tokens_per_s"]
+                                            / rows["naive"]["tokens_per_s"]),
+        "compute_decode_round_ratios": model["compute_ratios"],
+        "previous_plan_round_ratios": model["previous_ratios"],
         "policies": {p: {"tokens_per_s": m["tokens_per_s"], "experts": m["experts"],
                          "bytes_read": m["bytes_read"]} for p, m in model["policies"].items()},
     }
@@ -346,9 +354,9 @@ def print_serving(serve: dict) -> None:
         print(f"experts {res['expert_bits_per_param']:.2f} bits/param; lookahead predictor "
               f"precision {pred['precision']:.1%}, recall {pred['recall']:.1%}; plan "
               f"{res['plan']['full_slots_per_layer']} full + {res['plan']['sm_slots_per_layer']} "
-              f"SM-only slots per layer (I/O-thread decoding: "
-              f"{res['plan_io_decode']['full_slots_per_layer']} + "
-              f"{res['plan_io_decode']['sm_slots_per_layer']}); planner inputs: sign-mantissa "
+              f"SM-only slots per layer (compute-thread decoding: "
+              f"{res['plan_compute_decode']['full_slots_per_layer']} + "
+              f"{res['plan_compute_decode']['sm_slots_per_layer']}); planner inputs: sign-mantissa "
               f"read {prof['sm_read_ms_per_tensor']:.3f} ms per tensor; decode / rebuild per "
               f"tensor {prof['decode_ms_per_tensor']:.3f} / {prof['rebuild_ms_per_tensor']:.3f}"
               f" ms alone at start-up, {cal['decode_ms_per_tensor']:.3f} / "
@@ -388,9 +396,13 @@ def print_serving(serve: dict) -> None:
         print(f"ZipMoE / naive tokens/s: {res['speedup_vs_naive']:.2f}x (rounds "
               f"{min(ratios):.2f}x-{max(ratios):.2f}x, median {median(ratios):.2f}x; target >= "
               f"2x: {'met' if res['target_met'] else 'NOT met'})")
-        io = res["io_decode_round_ratios"]
-        print(f"with the I/O thread decoding: {res['io_decode_speedup_vs_naive']:.2f}x (rounds "
-              f"{min(io):.2f}x-{max(io):.2f}x, median {median(io):.2f}x)")
+        on_compute = res["compute_decode_round_ratios"]
+        print(f"with the compute thread decoding: {res['compute_decode_speedup_vs_naive']:.2f}x "
+              f"(rounds {min(on_compute):.2f}x-{max(on_compute):.2f}x, median "
+              f"{median(on_compute):.2f}x)")
+        prev = res["previous_plan_round_ratios"]
+        print(f"with the previous plan (1 full + 14 SM-only): rounds {min(prev):.2f}x-"
+              f"{max(prev):.2f}x, median {median(prev):.2f}x")
 
 
 def _opt(value: float | None) -> str:

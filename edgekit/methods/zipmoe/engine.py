@@ -72,11 +72,12 @@ MAX_DEFAULT_WORKERS = 4
 
 def default_workers(compute_threads: int | None = None, cores: int | None = None) -> int:
     """ZipMoE decode workers for this machine: the cores left after the compute threads and the
-    I/O thread, 0 to 4; with none the compute thread decodes each tensor just before rebuilding
-    it. A worker on a core the compute thread shares costs more than it gives: the compute
-    thread's many short torch calls then wait for the GIL, and the decoded exponents reach it
-    from another core's cache (on this 2-core VM, 4 alternated pairs of engine runs: no worker
-    30.4-39.4 tokens/s, one 27.5-34.7, two slower still; benchmarks/README.md)."""
+    I/O thread, 0 to 4; with none the I/O thread decodes between its reads
+    (``EngineSettings.decode_on``). A worker on a core the compute thread shares costs more
+    than it gives: the compute thread's many short torch calls then wait for the GIL, and the
+    decoded exponents reach it from another core's cache (on this 2-core VM, 4 alternated pairs
+    of engine runs: no worker 30.4-39.4 tokens/s, one 27.5-34.7, two slower still;
+    benchmarks/README.md)."""
     threads = torch.get_num_threads() if compute_threads is None else compute_threads
     cores = (os.cpu_count() or 1) if cores is None else cores
     return max(0, min(MAX_DEFAULT_WORKERS, cores - threads - 1))
@@ -96,9 +97,9 @@ class EngineSettings:
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
     device: str = "cpu"                    # where the model computes (cuda: decode stays on the
                                            # CPU workers, as on the paper's Jetson)
-    decode_on: str = "compute"             # ZipMoE without workers: the compute thread
-                                           # decodes before rebuilding ("compute"), or the
-                                           # I/O thread between its reads ("io")
+    decode_on: str = "io"                  # ZipMoE without workers: the I/O thread decodes
+                                           # between its reads ("io"), or the compute thread
+                                           # before rebuilding ("compute")
 
     def check(self) -> None:
         if self.mode not in MODES:

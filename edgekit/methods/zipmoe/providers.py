@@ -8,8 +8,9 @@ give bit-identical logits; they differ only in what is held in memory and what i
                      byte budget; compute waits for each read (HF Accelerate-style offload)
     ZipMoEExperts    full and SM-only pools per layer (cache.py), the Type-I/Type-II order
                      (scheduler.py), one I/O thread reading sign-mantissa bytes and L decode
-                     workers reading and decompressing exponent chunks, overlapping the
-                     layer's compute on the experts already there; and the next layer's
+                     workers (or, with none, the I/O thread) decompressing exponent chunks,
+                     overlapping the layer's compute on the experts already there; and the next
+                     layer's
                      predicted experts prefetched behind the current layer's reads, as the
                      authors' engine does (``prefetch``; the model predicts, model.py)
 """
@@ -321,23 +322,26 @@ class ZipMoEExperts:
     an NVMe queue holds several commands); the L workers only decompress, one task per tensor
     (its K chunks; a Python task costs tens of microseconds); the compute thread rebuilds each
     tensor (vectorised) just before using it, like the authors' reconstruction kernel on the
-    compute stream. With L = 0 the compute thread also decompresses, just before rebuilding: on
-    a machine without a core to spare for workers (engine.default_workers) that is faster,
-    since a worker's many short GIL-free calls make the compute thread's torch calls wait for
-    the GIL. Workers that read and decode in turn leave the channel idle while all of them
-    decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
-    compute thread was measured slower on this 2-core machine, twice. ``decode_on="io"``
-    (L = 0): the I/O thread decodes the exponents that have arrived while it waits to book
-    its next read, so the compute thread only rebuilds; it moved about 0.4 s of CPU per run
-    off the compute thread on the trained benchmark model, measured under load
-    (benchmarks/README.md), and the rebuild then reads exponents another core wrote.
+    compute stream. Workers that read and decode in turn leave the channel idle while all of
+    them decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
+    compute thread was measured slower on this 2-core machine, twice.
+
+    With L = 0 (no core to spare for workers, engine.default_workers) the I/O thread is the
+    one decode worker (``decode_on="io"``, the default): while it waits to book its next read
+    on the capped channel it decodes the exponents that have arrived, so the compute thread
+    only rebuilds. It is the authors' worker that reads and decodes, without a thread of its
+    own: a separate worker was slower on this VM (each tensor handed to it woke it, and its
+    calls made the compute thread's torch calls wait for the GIL). On the trained benchmark
+    model, under load, it took the compute thread's CPU time from 0.88 to 0.64 s for 0.36 s on
+    the I/O thread, whose core is otherwise idle (benchmarks/README.md). ``decode_on=
+    "compute"`` decodes on the compute thread just before rebuilding, as before.
     """
 
     mode = "zipmoe"
 
     def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
                  policy: str = "zipmoe", full_ratio: float | None = None,
-                 prefetch: bool = True, decode_on: str = "compute") -> None:
+                 prefetch: bool = True, decode_on: str = "io") -> None:
         """Plans the pools from the start-up profile of one tensor (``full_ratio`` None);
         ``calibrate`` then plans them again from the engine's own costs."""
         cfg = store.config
