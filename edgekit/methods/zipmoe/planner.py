@@ -33,17 +33,21 @@ Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
    more tokens per second. [ours] The authors' C also holds each chunk's read
    (+ d_sm CR / K per operation), since their workers read the chunks they decode; edgekit's
    I/O thread makes those reads (providers.py), so they are in IO alone.
-   [ours] The compute thread is a third side: it runs the layer (``layer_compute_s``, profiled
-   on one token) and rebuilds every loaded tensor from its planes (``rebuild_s``), and with no
-   decode worker (L = 0, as on a 2-core machine) it decodes them too, in series:
-       CT = layer_compute + (k - f) T (rebuild [+ d_dec when L = 0])
+   [ours] The compute thread is a third side: it runs the layer (``layer_compute_s``) and
+   rebuilds every loaded tensor from its planes (``rebuild_s``), and when it also decodes
+   (``decode_on_compute``: no decode worker and ``decode_on="compute"``) it does so in series:
+       CT = layer_compute + (k - f) T (rebuild [+ d_dec])
    and the delay is max(C, IO, CT). The authors' model counts decoding as if it overlapped
    the layer's compute on the GPU; where the same CPU thread does both, leaving CT out made
    the plan all SM-only slots (1 full + 14 SM per layer on the trained benchmark model,
-   2,775 tensors decoded for 48 tokens, where 5 + 6 decode 1,989 for 0.7 % more bytes read).
+   2,775 tensors decoded for 48 tokens, where 5 + 6 decode 1,989 for 0.7 % more bytes read
+   and 7 + 2 decode 1,755 for 7 %). With the I/O thread decoding (L = 0, ``decode_on="io"``)
+   it is the one worker of C.
    The expected delay over r is smoothed (centred window of 5) and its argmin is the plan.
 
-edgekit measures d_dec and d_sm on the device at hand instead of using the paper's constants.
+edgekit measures d_dec and d_sm on the device at hand instead of using the paper's constants,
+and the serving engine calibrates d_dec, the rebuild and the layer's compute on a few tokens of
+its own (``ZipMoEExperts.calibrate``).
 """
 from __future__ import annotations
 
