@@ -10,9 +10,8 @@ give bit-identical logits; they differ only in what is held in memory and what i
                      (scheduler.py), one I/O thread reading sign-mantissa bytes and L decode
                      workers (or, with none, the I/O thread) decompressing exponent chunks,
                      overlapping the layer's compute on the experts already there; and the next
-                     layer's
-                     predicted experts prefetched behind the current layer's reads, as the
-                     authors' engine does (``prefetch``; the model predicts, model.py)
+                     layer's predicted experts prefetched behind the current layer's reads, as
+                     the authors' engine does (``prefetch``; the model predicts, model.py)
 """
 from __future__ import annotations
 
@@ -332,9 +331,10 @@ class ZipMoEExperts:
     only rebuilds. It is the authors' worker that reads and decodes, without a thread of its
     own: a separate worker was slower on this VM (each tensor handed to it woke it, and its
     calls made the compute thread's torch calls wait for the GIL). On the trained benchmark
-    model, under load, it took the compute thread's CPU time from 0.88 to 0.64 s for 0.36 s on
-    the I/O thread, whose core is otherwise idle (benchmarks/README.md). ``decode_on=
-    "compute"`` decodes on the compute thread just before rebuilding, as before.
+    model, under load, it took the compute thread's CPU time from 1.00 to 0.87 s, for 0.42 s
+    instead of 0.19 on the I/O thread, whose core is otherwise mostly idle
+    (benchmarks/README.md). ``decode_on="compute"`` decodes on the compute thread just before
+    rebuilding, as before.
     """
 
     mode = "zipmoe"
@@ -443,10 +443,9 @@ class ZipMoEExperts:
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
     def _profile(self, repeats: int = 5) -> dict[str, float]:
         """d_sm, d_dec and the rebuild of one tensor on this device: the fastest of ``repeats``
-        tries, since
-        a shared machine's other work only ever adds time, and the plan must not change with
-        one engine's start-up timing (the median of 3 moved a 25 % budget between 2 full + 12
-        SM-only slots per layer and 7 + 2 on this loaded VM)."""
+        tries, since a shared machine's other work only ever adds time, and the plan must not
+        change with one engine's start-up timing (the median of 3 moved a 25 % budget between
+        2 full + 12 SM-only slots per layer and 7 + 2 on this loaded VM)."""
         cfg = self.store.config
         entries = self.store.expert_entries(cfg.moe_layers[0], 0)
         sm_times, dec_times, rebuild_times = [], [], []
@@ -584,7 +583,7 @@ class ZipMoEExperts:
             now = time.perf_counter()
             opens_at = cap.opens_at(READ_AHEAD_S) if cap is not None else now
             if pending and pending[0][3] <= now:
-                self._decode_arrived(*pending.popleft())
+                self._decode_arrived(*pending.popleft()[:3])
             elif opens_at <= now:
                 return
             else:
@@ -595,12 +594,11 @@ class ZipMoEExperts:
         while self._pending:
             job, t, blob, ready_at = self._pending.popleft()
             wait_until(ready_at)
-            self._decode_arrived(job, t, blob, ready_at)
+            self._decode_arrived(job, t, blob)
 
-    def _decode_arrived(self, job: _ExpertJob, t: int, blob: bytes | memoryview,
-                        ready_at: float) -> None:
+    def _decode_arrived(self, job: _ExpertJob, t: int, blob: bytes | memoryview) -> None:
         """I/O thread: check and decompress a tensor's exponents once the channel has
-        delivered them (``ready_at`` has passed)."""
+        delivered them."""
         if job.cancelled:
             return
         try:
