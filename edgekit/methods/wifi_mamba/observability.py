@@ -1,4 +1,4 @@
-"""Is pose observable in the CSI? Linear probes of body yaw and articulation (methods.md §6).
+"""Is pose observable in the CSI? Probes of body yaw and articulation (methods.md §6).
 
 Before a network is trained on simulated CSI, a ridge regressor on the preprocessed CSI (exactly
 what the models see, ``csi.preprocess``) asks whether the data carry what the labels claim.
@@ -29,8 +29,8 @@ turns once per 5.3 cm of path length. Regressors: ridge, its penalty chosen by e
 leave-one-out (``sklearn.linear_model.RidgeCV``), or the 10 nearest neighbours (``knn``).
 
 ``mirror_bound`` says how much a model could gain over the body-frame template without knowing
-left from right: the PA-MPJPE of the template against that of the best left-right-blind guess
-(each true skeleton averaged with its mirror image).
+left from right: the PA-MPJPE of the template against that of the least-squares best
+left-right-blind guess (each true skeleton averaged with its mirror image).
 """
 from __future__ import annotations
 
@@ -162,8 +162,9 @@ MIRROR = (0, 1, 5, 6, 7, 2, 3, 4, 11, 12, 13, 8, 9, 10)  # joint order with left
 def mirror_bound(train_kpts: np.ndarray, test_kpts: np.ndarray) -> dict[str, float]:
     """PA-MPJPE (mm) on ``test_kpts`` ``(N, 14, 3)`` of the body-frame template fitted on
     ``train_kpts`` against two guesses that know the true pose up to left and right: a fair coin
-    between it and its mirror image (``coin``) and their average (``blind``, the best such
-    guess); a model that cannot tell left from right can beat the template by at most the gap."""
+    between it and its mirror image (``coin``) and their average (``blind``, the least-squares
+    guess); a model that cannot tell left from right can beat the template by about the gap at
+    most (the average is the best such guess in squared error, not exactly in PA-MPJPE)."""
     from edgekit.methods.wifi_mamba.metrics import pa_mpjpe, template_skeleton, to_body_frame
 
     truth = to_body_frame(test_kpts)
