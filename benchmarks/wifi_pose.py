@@ -67,6 +67,9 @@ def main() -> None:
     parser.add_argument("--test-sequences", type=int, default=60)
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     args = parser.parse_args()
+    for option in ("seeds", "steps", "train_sequences", "test_sequences"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
