@@ -26,13 +26,17 @@ appear across the 20 packets; frames of one sequence are consecutive and labelle
 middle packet.
 
 The body model is a choice (``BodyModel``): by default one point scatterer per keypoint, as the
-simulator has always rendered (the built-in dataset); ``PHYSICAL`` renders bones as cylinders
-with orientation-dependent returns, the torso as an elliptic cylinder, and body shadowing.
-With phase sanitised per receiver (``csi.preprocess``) a ridge probe recovers body yaw from
-both (walkers face where they walk, and the CSI ratio between antennas keeps the sign of their
-Doppler shift), but from neither the articulation (wrist height, ankle swing), noise-free too
-(``benchmarks/wifi_observability.py``), so pose figures on this data measure localisation and
-heading, not limb pose.
+simulator has always rendered (the built-in dataset; ``POINTS`` names it); ``PHYSICAL`` renders
+bones as cylinders with orientation-dependent returns, the torso as an elliptic cylinder, and
+body shadowing, about 5x slower. What the CSI carries (``observability.py``,
+``benchmarks/wifi_observability.py``), in both: position, body yaw (walkers face where they
+walk; with phase sanitised per receiver the CSI ratio between antennas keeps the sign of their
+Doppler shift) and the size of the stride (the Doppler spread of the legs); not which leg is
+forward (a walker and its left-right mirror image move alike, so the signed ankle swing is not
+recoverable) nor the height of a raised wrist (all radios stand at 1 m, so raising a wrist by
+0.65 m lengthens its bistatic path by about one wavelength, under the 7.5 m delay resolution of
+40 MHz, and a slow raise makes almost no Doppler). Pose figures on this data therefore measure
+localisation, heading and gait, not limb pose.
 """
 from __future__ import annotations
 
@@ -121,10 +125,11 @@ class BodyModel:
     shadowing: bool = False
 
 
-# The physical body model, opt-in: it places people and finds yaw better for a linear probe
-# (position R² 0.35 vs 0.21, yaw 40° vs 51°) but does not make articulation visible to one
-# either, and renders about 5x slower (benchmarks/README.md, wifi_observability.py).
+# The physical body model, opt-in: a linear probe finds yaw better in it (40° vs 51°), but it
+# does not make articulation visible either, and renders about 5x slower (benchmarks/README.md,
+# wifi_observability.py). POINTS is the default, the built-in dataset.
 PHYSICAL = (BodyModel(extended=True, shadowing=True), Impairments(packet_interval_s=5e-3))
+POINTS = (BodyModel(), Impairments())
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,121 @@
+"""WiFi-Mamba against the PETR baseline on simulated CSI, over seeds, with the two baselines.
+
+Per seed: the built-in dataset is simulated from that seed (``dataset.load_wifi_pose``: other
+people and motions for each seed, held-out sequences from another), both registry entries are
+built and trained for the same number of optimiser steps (``train.train_pose_model``, the loop
+``edgekit train`` runs, at the entries' batch size and learning rate; steps, not seconds, so
+that the result does not depend on the machine's load), and scored on the held-out sequences
+(MPJPE and PA-MPJPE in mm, WiFi-Mamba streaming its memory) beside the mean pose and the
+body-frame template (``metrics.baseline_scores``). Verdicts follow issue 19's targets: both
+models beat the template on PA-MPJPE; WiFi-Mamba beats the baseline on MPJPE and PA-MPJPE with
+at most 10 % of its parameters; each holds on every seed and on the medians. The models are
+taken from the registry by name, so the script does not depend on their internals.
+
+    python benchmarks/wifi_pose.py [--seeds 3] [--steps 400] [--train-sequences 300]
+                                   [--test-sequences 60] [--threads T]
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import time
+from typing import Any
+
+import torch
+from common import markdown_table, median, write_result
+
+from edgekit.methods.wifi_mamba.dataset import load_wifi_pose, to_split
+from edgekit.methods.wifi_mamba.train import baselines, evaluate_pose_model, train_pose_model
+from edgekit.registry import get_entry
+
+MODELS = ("wifi-mamba", "wifi-petr")
+ROWS = (*MODELS, "template", "mean_pose")
+
+
+def train_one(name: str, train, test, steps: int, seed: int) -> dict[str, Any]:
+    entry = get_entry(name)
+    torch.manual_seed(seed)
+    model = entry.build()
+    started = time.perf_counter()
+    done, loss = train_pose_model(model, train, seconds=math.inf, batch=entry.train.batch_size,
+                                  lr=entry.train.lr, seed=seed, max_steps=steps)
+    seconds = time.perf_counter() - started
+    return {"params": sum(p.numel() for p in model.parameters()), "steps": done,
+            "final_loss": loss, "train_seconds": round(seconds, 1),
+            "test": evaluate_pose_model(model, test)}
+
+
+def verdicts(scores: dict[str, dict[str, float]], params: dict[str, int]) -> dict[str, bool]:
+    """Issue 19's targets on one set of ``{row: {"mpjpe_mm", "pa_mpjpe_mm"}}`` scores."""
+    mamba, petr, template = scores["wifi-mamba"], scores["wifi-petr"], scores["template"]
+    return {
+        "wifi-mamba beats template on PA-MPJPE": mamba["pa_mpjpe_mm"] < template["pa_mpjpe_mm"],
+        "wifi-petr beats template on PA-MPJPE": petr["pa_mpjpe_mm"] < template["pa_mpjpe_mm"],
+        "wifi-mamba beats wifi-petr on MPJPE": mamba["mpjpe_mm"] < petr["mpjpe_mm"],
+        "wifi-mamba beats wifi-petr on PA-MPJPE": mamba["pa_mpjpe_mm"] < petr["pa_mpjpe_mm"],
+        "wifi-mamba has at most 10 % of wifi-petr's parameters":
+            params["wifi-mamba"] <= 0.1 * params["wifi-petr"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (data and weights)")
+    parser.add_argument("--steps", type=int, default=400, help="optimiser steps per model")
+    parser.add_argument("--train-sequences", type=int, default=300)
+    parser.add_argument("--test-sequences", type=int, default=60)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads")
+    args = parser.parse_args()
+    for option in ("seeds", "steps", "train_sequences", "test_sequences"):
+        if getattr(args, option) < 1:
+            parser.error(f"--{option.replace('_', '-')} must be at least 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    started = time.perf_counter()
+    runs: list[dict[str, Any]] = []
+    for seed in range(args.seeds):
+        t0 = time.perf_counter()
+        data = load_wifi_pose(args.train_sequences, args.test_sequences, seed=seed)
+        train, test = to_split(data.x_train, data.y_train), to_split(data.x_test, data.y_test)
+        run: dict[str, Any] = {"seed": seed, "simulate_seconds": round(time.perf_counter() - t0, 1),
+                               "models": {}}
+        for name in MODELS:
+            run["models"][name] = train_one(name, train, test, args.steps, seed)
+            res = run["models"][name]
+            print(f"seed {seed} {name}: {res['steps']} steps in {res['train_seconds']} s, "
+                  f"MPJPE {res['test']['all']['mpjpe_mm']:.1f} mm, "
+                  f"PA-MPJPE {res['test']['all']['pa_mpjpe_mm']:.1f} mm", flush=True)
+        run["baselines"] = baselines(train, test)
+        run["scores"] = {**{m: run["models"][m]["test"]["all"] for m in MODELS},
+                         **{b: run["baselines"][b]["all"] for b in ("template", "mean_pose")}}
+        params = {m: run["models"][m]["params"] for m in MODELS}
+        run["verdicts"] = verdicts(run["scores"], params)
+        print(f"seed {seed} template PA-MPJPE {run['scores']['template']['pa_mpjpe_mm']:.1f} mm; "
+              f"{run['verdicts']}", flush=True)
+        runs.append(run)
+    params = {m: runs[0]["models"][m]["params"] for m in MODELS}
+    med = {row: {k: median([r["scores"][row][k] for r in runs])
+                 for k in ("mpjpe_mm", "pa_mpjpe_mm")} for row in ROWS}
+    on_medians = verdicts(med, params)
+    every_seed = {k: all(r["verdicts"][k] for r in runs) for k in on_medians}
+    rows = [[row, f"{params[row]:,}" if row in params else "-",
+             f"{med[row]['mpjpe_mm']:.1f}", f"{med[row]['pa_mpjpe_mm']:.1f}",
+             " / ".join(f"{r['scores'][row]['pa_mpjpe_mm']:.1f}" for r in runs)] for row in ROWS]
+    table = markdown_table(["model", "params", "MPJPE mm (median)", "PA-MPJPE mm (median)",
+                            "PA-MPJPE per seed"], rows)
+    print(table)
+    for k, v in every_seed.items():
+        print(f"{'met' if v else 'NOT met'} on every seed: {k} (medians: {on_medians[k]})")
+    write_result("wifi_pose", {
+        "settings": {**vars(args), "models": list(MODELS), "cpu_count": os.cpu_count(),
+                     "torch_threads": torch.get_num_threads()},
+        "machine_load": {"loadavg_after": os.getloadavg()},
+        "seconds": round(time.perf_counter() - started, 1),
+        "runs": runs, "median": med, "params": params,
+        "verdicts": {"every_seed": every_seed, "medians": on_medians}, "table": table,
+    })
+
+
+if __name__ == "__main__":
+    main()
