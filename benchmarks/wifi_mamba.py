@@ -147,8 +147,8 @@ def main() -> None:
                 if n in (STEP, OLD) and length > args.loop_ort_max:
                     continue
                 print(f"exporting {n} at L={length}", flush=True)
-                exports[(n, length)] = export_case(models[n], inputs[length],
-                                                   Path(tmp) / f"{n.replace(' ', '-')}-{length}.onnx")
+                path = Path(tmp) / f"{n.replace(' ', '-')}-{length}.onnx"
+                exports[(n, length)] = export_case(models[n], inputs[length], path)
                 cases.append((n, "onnxruntime", length))
 
     def call(case):
@@ -197,8 +197,8 @@ def main() -> None:
                                            200)}
                        if sum(length >= 200 for length in have) >= 2 else {})}
     params = {n: sum(p.numel() for p in models[n].parameters()) for n in (MAMBA, PETR)}
-    fit_rows = [[n, backend, f"{params[n]:,}" if n in params else "as wifi-mamba", f"{f['all']:.2f}",
-                 f"{f['L>=200']:.2f}" if "L>=200" in f else "-"]
+    fit_rows = [[n, backend, f"{params[n]:,}" if n in params else "as wifi-mamba",
+                 f"{f['all']:.2f}", f"{f['L>=200']:.2f}" if "L>=200" in f else "-"]
                 for backend in BACKENDS for n, f in fits[backend].items()]
     fit_table = markdown_table(["model", "backend", "params", "exponent (all L)",
                                 "exponent (L >= 200)"], fit_rows)
