@@ -128,7 +128,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=3, help="calls per case per round")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--loop-ort-max", type=int, default=200,
+    parser.add_argument("--loop-ort-max", type=int, default=100,
                         help="longest sequence the per-packet loops are exported at")
     parser.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS}")
     args = parser.parse_args()

@@ -32,12 +32,15 @@ made for all chunks at once rather than for the whole frame, which beyond a few 
 no longer fits the CPU cache (measured: whole-frame terms took most of the time at 500). Up to
 ``SINGLE_CHUNK`` packets (the dataset's 20) the frame is one chunk: the plain loop, with the terms
 made for the whole frame in a few operations. Nothing here is a fused kernel: on a CPU at batch 1
-the per-operation overhead is what chunking removes, while the arithmetic per packet (E·N
-state values per stream) stays. A log-depth (Hillis–Steele) scan over the 2x2 transitions was
-tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it multiplies that
-arithmetic by about 4·log2(S). Everything is fixed-shape tensor arithmetic, so the scan exports
-to ONNX (unrolled at the exported length) and returns the final states that the persistent
-memory carries.
+the per-operation overhead is what chunking removes, while the arithmetic per packet stays: about
+10 (plain loop) to 20 (chunked) elementwise passes over the 2·E·N state values per block, which
+is what still leaves the scan behind the transformer's matrix products on ONNX Runtime at up to a
+few hundred packets (benchmarks/README.md). A log-depth (Hillis–Steele) scan over the 2x2
+transitions was tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it
+multiplies that arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per
+channel, so the state dimension becomes matrix products) would cut it, but changes A; not done.
+Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
+exported length) and returns the final states that the persistent memory carries.
 """
 from __future__ import annotations
 
@@ -120,6 +123,26 @@ def chunk_size(length: int) -> int:
     return math.ceil(math.sqrt(3 * length / 20))
 
 
+def _chunk_starts(terms: list, h: torch.Tensor, chunks: int) -> torch.Tensor:
+    """The true state entering each chunk (B, chunks, 2, E, N), from each position's terms."""
+    # Pass 1: each chunk from zero (the first from h), and each chunk's 2x2 transition product
+    # P = M_S ⋯ M_1, kept by rows: diag[i] = P_ii, off[i] = P_i,other.
+    local = F.pad(h.unsqueeze(1), (0, 0, 0, 0, 0, 0, 0, chunks - 1))  # (B, chunks, 2, E, N)
+    diag, off = terms[0][0], terms[0][1]
+    for j, (d, k, v) in enumerate(terms):
+        local = torch.addcmul(torch.addcmul(v, d, local), k, local.flip(2))
+        if j:
+            diag, off = (torch.addcmul(d * diag, k, off.flip(2)),
+                         torch.addcmul(d * off, k, diag.flip(2)))
+    # Carry across chunks: the state entering chunk i + 1 is P_i (state entering i) + local end.
+    ends, diag, off = local.unbind(1), diag.unbind(1), off.unbind(1)
+    starts = [h, ends[0]]
+    for i in range(1, chunks - 1):
+        s = starts[-1]
+        starts.append(torch.addcmul(torch.addcmul(ends[i], diag[i], s), off[i], s.flip(1)))
+    return torch.stack(starts, 1)
+
+
 def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
                  A: torch.Tensor, coupling: torch.Tensor, h: torch.Tensor,
                  size: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,27 +155,10 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
         raise ValueError(f"{length} packets do not split into chunks of {size}")
     chunks = length // size
     dt, u, b, c = (x.unflatten(1, (chunks, size)).unbind(2) for x in (dt, u, b, c))
-    # Pass 1: each chunk from zero (the first from h), and each chunk's 2x2 transition product
-    # P = M_S ⋯ M_1, kept by rows: diag[i] = P_ii, off[i] = P_i,other.
-    local = F.pad(h.unsqueeze(1), (0, 0, 0, 0, 0, 0, 0, chunks - 1))  # (B, chunks, 2, E, N)
-    terms = []
-    for j in range(size):
-        d, k, v = transitions(dt[j], u[j], b[j], A, coupling)
-        terms.append((d, k, v))
-        local = torch.addcmul(torch.addcmul(v, d, local), k, local.flip(2))
-        if j == 0:
-            diag, off = d, k
-        else:
-            diag, off = (torch.addcmul(d * diag, k, off.flip(2)),
-                         torch.addcmul(d * off, k, diag.flip(2)))
-    # Carry across chunks: the state entering chunk i + 1 is P_i (state entering i) + local end.
-    ends, diag, off = local.unbind(1), diag.unbind(1), off.unbind(1)
-    starts = [h, ends[0]]
-    for i in range(1, chunks - 1):
-        s = starts[-1]
-        starts.append(torch.addcmul(torch.addcmul(ends[i], diag[i], s), off[i], s.flip(1)))
-    # Pass 2: every chunk again from its true initial state, reading out C · h as it goes.
-    state, ys = torch.stack(starts, 1), []
+    terms = [transitions(dt[j], u[j], b[j], A, coupling) for j in range(size)]
+    state = _chunk_starts(terms, h, chunks)
+    # Pass 2: every chunk from its true initial state, reading out C · h as it goes.
+    ys = []
     for (d, k, v), c_j in zip(terms, c, strict=True):
         state = torch.addcmul(torch.addcmul(v, d, state), k, state.flip(2))
         ys.append((state * c_j.unsqueeze(3)).sum(-1))
