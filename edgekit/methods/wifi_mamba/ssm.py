@@ -98,21 +98,22 @@ def transitions(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, A: torch.Ten
     decay = torch.exp(dt.unsqueeze(-1) * A)
     share = torch.tanh(coupling)
     cross = torch.addcmul(share, share, decay, value=-1.0)  # tanh(W) ⊙ (1 - ā)
-    drive = (dt * u).unsqueeze(-1) * b.unsqueeze(3)
+    drive = (dt * u).unsqueeze(-1) * b.unsqueeze(-2)
     return decay, cross, drive
 
 
 def step_scan(decay: torch.Tensor, cross: torch.Tensor, drive: torch.Tensor,
               h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The recurrence one packet at a time: (B, L, 2, ...) terms, h (B, 2, ...) -> states
-    (B, L, 2, ...) and the final state. The plain definition, which the chunked scan is tested
+    """The recurrence one packet at a time: (B, L, 2, E, N) terms, h (B, 2, E, N) -> states
+    (B, L, 2, E, N) and the final state. The plain definition, which the chunked scan is tested
     against, and what a frame of one chunk runs. ``flip`` swaps the streams: each takes κ ⊙ the
-    other's previous state."""
-    states = []
-    for d, k, v in zip(decay.unbind(1), cross.unbind(1), drive.unbind(1), strict=True):
-        h = torch.addcmul(torch.addcmul(v, d, h), k, h.flip(1))
+    other's previous state. Packets are split off with their time axis kept, which exports to
+    ONNX without a Squeeze and an Unsqueeze per packet."""
+    h, states = h.unsqueeze(1), []
+    for d, k, v in zip(decay.split(1, 1), cross.split(1, 1), drive.split(1, 1), strict=True):
+        h = torch.addcmul(torch.addcmul(v, d, h), k, h.flip(-3))
         states.append(h)
-    return torch.stack(states, 1), h
+    return torch.cat(states, 1), h.squeeze(1)
 
 
 def chunk_size(length: int) -> int:
@@ -124,23 +125,25 @@ def chunk_size(length: int) -> int:
 
 
 def _chunk_starts(terms: list, h: torch.Tensor, chunks: int) -> torch.Tensor:
-    """The true state entering each chunk (B, chunks, 2, E, N), from each position's terms."""
+    """The true state entering each chunk (B, chunks, 1, 2, E, N), from each position's terms
+    (B, chunks, 1, 2, E, N); h (B, 2, E, N)."""
     # Pass 1: each chunk from zero (the first from h), and each chunk's 2x2 transition product
     # P = M_S ⋯ M_1, kept by rows: diag[i] = P_ii, off[i] = P_i,other.
-    local = F.pad(h.unsqueeze(1), (0, 0, 0, 0, 0, 0, 0, chunks - 1))  # (B, chunks, 2, E, N)
+    h = h.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, 2, E, N)
+    local = F.pad(h, (0, 0, 0, 0, 0, 0, 0, 0, 0, chunks - 1))
     diag, off = terms[0][0], terms[0][1]
     for j, (d, k, v) in enumerate(terms):
-        local = torch.addcmul(torch.addcmul(v, d, local), k, local.flip(2))
+        local = torch.addcmul(torch.addcmul(v, d, local), k, local.flip(-3))
         if j:
-            diag, off = (torch.addcmul(d * diag, k, off.flip(2)),
-                         torch.addcmul(d * off, k, diag.flip(2)))
+            diag, off = (torch.addcmul(d * diag, k, off.flip(-3)),
+                         torch.addcmul(d * off, k, diag.flip(-3)))
     # Carry across chunks: the state entering chunk i + 1 is P_i (state entering i) + local end.
-    ends, diag, off = local.unbind(1), diag.unbind(1), off.unbind(1)
+    ends, diag, off = local.split(1, 1), diag.split(1, 1), off.split(1, 1)
     starts = [h, ends[0]]
     for i in range(1, chunks - 1):
         s = starts[-1]
-        starts.append(torch.addcmul(torch.addcmul(ends[i], diag[i], s), off[i], s.flip(1)))
-    return torch.stack(starts, 1)
+        starts.append(torch.addcmul(torch.addcmul(ends[i], diag[i], s), off[i], s.flip(-3)))
+    return torch.cat(starts, 1)
 
 
 def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
@@ -154,15 +157,16 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
     if length % size:
         raise ValueError(f"{length} packets do not split into chunks of {size}")
     chunks = length // size
-    dt, u, b, c = (x.unflatten(1, (chunks, size)).unbind(2) for x in (dt, u, b, c))
+    # per position, all chunks: (B, chunks, 1, 2, ...), the position axis kept (see step_scan)
+    dt, u, b, c = (x.unflatten(1, (chunks, size)).split(1, 2) for x in (dt, u, b, c))
     terms = [transitions(dt[j], u[j], b[j], A, coupling) for j in range(size)]
     state = _chunk_starts(terms, h, chunks)
     # Pass 2: every chunk from its true initial state, reading out C · h as it goes.
     ys = []
     for (d, k, v), c_j in zip(terms, c, strict=True):
-        state = torch.addcmul(torch.addcmul(v, d, state), k, state.flip(2))
-        ys.append((state * c_j.unsqueeze(3)).sum(-1))
-    return torch.stack(ys, 2).flatten(1, 2), state[:, -1]
+        state = torch.addcmul(torch.addcmul(v, d, state), k, state.flip(-3))
+        ys.append((state * c_j.unsqueeze(-2)).sum(-1))
+    return torch.cat(ys, 2).flatten(1, 2), state[:, -1, 0]
 
 
 def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
