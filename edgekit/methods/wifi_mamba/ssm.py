@@ -86,15 +86,11 @@ class SelectiveSSM(nn.Module):
         return -torch.exp(self.A_log)  # (E, N)
 
 
-def _streams(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return torch.stack([x, y], 2)  # (B, L, ...) x2 -> (B, L, 2, ...)
-
-
 def transitions(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, A: torch.Tensor,
                 coupling: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The coupled recurrence's terms, each (B, T, 2, E, N) (dim 2: amplitude, phase): decay ā,
-    cross share κ, drive ΔBu. Δ, u (B, T, 2, E); B (B, T, 2, N); A, coupling W (2, E, N).
-    T is time, or the chunks at one position of the chunked scan."""
+    """The coupled recurrence's terms, each (..., 2, E, N) (2: amplitude, phase): decay ā, cross
+    share κ, drive ΔBu. Δ, u (..., 2, E); B (..., 2, N); A, coupling W (2, E, N). The leading
+    axes are (B, L), or (B, chunks, 1) at one position of the chunked scan."""
     decay = torch.exp(dt.unsqueeze(-1) * A)
     share = torch.tanh(coupling)
     cross = torch.addcmul(share, share, decay, value=-1.0)  # tanh(W) ⊙ (1 - ā)
