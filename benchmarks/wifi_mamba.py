@@ -1,89 +1,228 @@
-"""WiFi-Mamba against the PETR-style baseline: forward latency against sequence length.
+"""WiFi-Mamba against the PETR-style baseline: forward latency against sequence length, on torch
+eager and on ONNX Runtime.
 
 The selective scan is linear in the number of packets L; self-attention over packet tokens is
-quadratic. Both CPU-sized models (eval mode, batch 1, torch eager, one thread by default) run at
-L = 20 ... 2000 packets. Every case is set up first; each round times every case once, in an order
-that rotates between rounds, so a burst of load from another process spoils one round of every
-case rather than every round of one case. The table quotes the median over rounds of each round's
-median latency; the scaling exponent is the slope of log latency on log L, fitted by least
-squares over all lengths and over L >= 200 (where fixed per-call costs no longer dominate).
+quadratic. Both CPU-sized models (eval mode, batch 1, one thread by default) run at L = 20 ...
+2000 packets, each model exported to ONNX at each length through edgekit's exporter path
+(``export_graph``: torch.onnx, onnxslim, onnx.checker; ONNX Runtime's outputs checked against
+torch's). WiFi-Mamba runs with its chunked scan and, as extra rows, with the same recurrence
+scanned one packet at a time (``ssm.step_scan``) and with the scan it had before (one packet at a
+time, inputs coupled through a dense projection of the other stream's previous output; zero
+coupling weights here, the same operations). The per-packet loops unroll into graphs of tens of
+nodes per packet, so they go to ONNX Runtime only up to ``--loop-ort-max`` packets.
+
+Every case is set up first; each round times every case once, in an order that rotates between
+rounds, so a burst of load from another process spoils one round of every case rather than every
+round of one case. Tables quote the median over rounds of each round's median latency (spread:
+lowest and highest round); the scaling exponent is the slope of log latency on log L, fitted by
+least squares over all lengths and over L >= 200 (where fixed per-call costs no longer dominate).
 
     python benchmarks/wifi_mamba.py [--rounds R] [--reps N] [--threads T] [--quick]
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import os
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
+import onnx
 import torch
+import torch.nn.functional as F
 from common import markdown_table, median, write_result
+from torch import nn
 
+from edgekit.backends.onnxruntime_backend import make_session
+from edgekit.exporters.onnx import export_graph
 from edgekit.registry import create_model
 
 LENGTHS = [20, 50, 100, 200, 500, 1000, 2000]
-QUICK_LENGTHS = [20, 100, 500, 2000]
-MODELS = ["wifi-mamba", "wifi-petr"]
+QUICK_LENGTHS = [20, 100, 500]
+MAMBA, STEP, OLD, PETR = ("wifi-mamba", "wifi-mamba step loop", "wifi-mamba old loop",
+                          "wifi-petr")
+ROWS = [MAMBA, STEP, OLD, PETR]
+BACKENDS = ["torch", "onnxruntime"]
+
+
+def old_loop_scan(a, p, ssm_a, ssm_p, k_a, k_p, h_a, h_p):
+    """The scan before the chunked one (git 607c918, ``ssm.dual_selective_scan``), verbatim."""
+    u_a, _, dt_a, b_a, c_a = a
+    u_p, _, dt_p, b_p, c_p = p
+    decay_a = torch.exp(dt_a.unsqueeze(-1) * ssm_a.A())  # (B, L, E, N)
+    decay_p = torch.exp(dt_p.unsqueeze(-1) * ssm_p.A())
+    y_a_prev = torch.zeros_like(u_a[:, 0])  # (B, E)
+    y_p_prev = torch.zeros_like(u_p[:, 0])
+    ys_a, ys_p = [], []
+    for t in range(u_a.shape[1]):
+        x_a = u_a[:, t] + k_a(y_p_prev)  # (B, E): coupling from the other stream's output
+        x_p = u_p[:, t] + k_p(y_a_prev)
+        h_a = decay_a[:, t] * h_a + (dt_a[:, t] * x_a).unsqueeze(-1) * b_a[:, t].unsqueeze(1)
+        h_p = decay_p[:, t] * h_p + (dt_p[:, t] * x_p).unsqueeze(-1) * b_p[:, t].unsqueeze(1)
+        y_a_prev = (h_a * c_a[:, t].unsqueeze(1)).sum(-1) + ssm_a.D * x_a  # (B, E)
+        y_p_prev = (h_p * c_p[:, t].unsqueeze(1)).sum(-1) + ssm_p.D * x_p
+        ys_a.append(y_a_prev)
+        ys_p.append(y_p_prev)
+    return torch.stack(ys_a, 1), torch.stack(ys_p, 1), h_a, h_p
+
+
+class OldLoopBlock(nn.Module):
+    """A ``DualSSMBlock`` run as before (memoryless frame): the old scan with zero E x E
+    couplings, which cost what trained ones do."""
+
+    def __init__(self, block: nn.Module) -> None:
+        super().__init__()
+        self.block = block
+        e = block.ssm_a.d_inner
+        self.k_a, self.k_p = nn.Linear(e, e, bias=False), nn.Linear(e, e, bias=False)
+        nn.init.zeros_(self.k_a.weight)
+        nn.init.zeros_(self.k_p.weight)
+
+    def forward(self, xa, xp, h):
+        b = self.block
+        pa, pp = b.ssm_a.prepare(b.norm_a(xa)), b.ssm_p.prepare(b.norm_p(xp))
+        h0 = pa[0].new_zeros(xa.shape[0], b.ssm_a.d_inner, b.ssm_a.d_state)
+        y_a, y_p, h_a, h_p = old_loop_scan(pa, pp, b.ssm_a, b.ssm_p, self.k_a, self.k_p, h0, h0)
+        return (xa + b.ssm_a.out_proj(y_a * F.silu(pa[1])),
+                xp + b.ssm_p.out_proj(y_p * F.silu(pp[1])), torch.stack([h_a, h_p], 1))
+
+
+def build_models() -> dict[str, nn.Module]:
+    torch.manual_seed(0)
+    mamba = create_model(MAMBA).eval()
+    step = copy.deepcopy(mamba)
+    for block in step.blocks:
+        block.chunk = max(LENGTHS)  # one chunk: the plain loop
+    old = copy.deepcopy(mamba)
+    old.blocks = nn.ModuleList(OldLoopBlock(b) for b in old.blocks)
+    return {MAMBA: mamba, STEP: step, OLD: old, PETR: create_model(PETR).eval()}
 
 
 def exponent(lengths: list[int], ms: list[float], min_len: int = 0) -> float:
-    pts = [(length, m) for length, m in zip(lengths, ms, strict=False) if length >= min_len]
+    pts = [(length, m) for length, m in zip(lengths, ms, strict=True) if length >= min_len]
     slope, _ = np.polyfit(np.log([p[0] for p in pts]), np.log([p[1] for p in pts]), 1)
     return float(slope)
 
 
+def export_case(model: nn.Module, x: torch.Tensor, path: Path) -> dict:
+    """Export through edgekit's path, open a 1-thread session, check it against torch."""
+    t0 = time.perf_counter()
+    export_graph(model, (x,), path, opset=18, input_names=["input"],
+                 output_names=["poses", "logits"], dynamo=False)
+    seconds = time.perf_counter() - t0
+    session = make_session(path, threads=1)
+    out = session.run(None, {"input": x.numpy()})
+    with torch.inference_mode():
+        ref = model(x)
+    err = max(float(np.abs(o - r.numpy()).max()) for o, r in zip(out, ref, strict=True))
+    if err > 1e-3:
+        raise SystemExit(f"ONNX Runtime disagrees with torch on {path.name}: max abs {err:.2e}")
+    return {"session": session, "export_s": round(seconds, 1), "max_abs_vs_torch": err,
+            "nodes": len(onnx.load(str(path)).graph.node)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reps", type=int, default=3, help="calls per case per round")
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--loop-ort-max", type=int, default=100,
+                        help="longest sequence the per-packet loops are exported at")
+    parser.add_argument("--quick", action="store_true", help=f"lengths {QUICK_LENGTHS}")
     args = parser.parse_args()
+    if args.rounds < 1 or args.reps < 1 or args.threads < 1:
+        parser.error("--rounds, --reps and --threads must be at least 1")
     torch.set_num_threads(args.threads)
     lengths = QUICK_LENGTHS if args.quick else LENGTHS
     started = time.perf_counter()
-    torch.manual_seed(0)
-    models = {n: create_model(n).eval() for n in MODELS}
-    cases = [(n, length) for n in MODELS for length in lengths]
+    models = build_models()
     inputs = {length: torch.randn(1, 2, 270, length) for length in lengths}
-    times: dict[tuple[str, int], list[float]] = {c: [] for c in cases}
+    cases = [(n, "torch", length) for n in ROWS for length in lengths]
+    exports: dict[tuple[str, int], dict] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in ROWS:
+            for length in lengths:
+                if n in (STEP, OLD) and length > args.loop_ort_max:
+                    continue
+                print(f"exporting {n} at L={length}", flush=True)
+                path = Path(tmp) / f"{n.replace(' ', '-')}-{length}.onnx"
+                exports[(n, length)] = export_case(models[n], inputs[length], path)
+                cases.append((n, "onnxruntime", length))
+
+    def call(case):
+        name, backend, length = case
+        if backend == "torch":
+            models[name](inputs[length])
+        else:
+            exports[(name, length)]["session"].run(None, {"input": inputs[length].numpy()})
+
+    times: dict[tuple, list[float]] = {c: [] for c in cases}
     loads = []
     with torch.inference_mode():
         for case in cases:  # warm-up
-            models[case[0]](inputs[case[1]])
+            call(case)
         for r in range(args.rounds):
             loads.append(os.getloadavg()[0])
             shift = r % len(cases)
-            for name, length in cases[shift:] + cases[:shift]:
+            for case in cases[shift:] + cases[:shift]:
                 calls = []
                 for _ in range(args.reps):
                     t0 = time.perf_counter()
-                    models[name](inputs[length])
+                    call(case)
                     calls.append(time.perf_counter() - t0)
-                times[(name, length)].append(median(calls) * 1e3)
+                times[case].append(median(calls) * 1e3)
     ms = {c: median(v) for c, v in times.items()}
-    rows = [[length] + [f"{ms[(n, length)]:.2f}" for n in MODELS]
-            + [f"{ms[(MODELS[1], length)] / ms[(MODELS[0], length)]:.2f}"] for length in lengths]
-    fits = {n: {"all": exponent(lengths, [ms[(n, length)] for length in lengths]),
-                "L>=200": exponent(lengths, [ms[(n, length)] for length in lengths], 200)}
-            for n in MODELS}
-    params = {n: sum(p.numel() for p in m.parameters()) for n, m in models.items()}
-    table = markdown_table(["packets L"] + [f"{n} ms" for n in MODELS] + ["petr / mamba"], rows)
-    fit_table = markdown_table(["model", "params", "exponent (all L)", "exponent (L >= 200)"],
-                               [[n, f"{params[n]:,}", f"{fits[n]['all']:.2f}",
-                                 f"{fits[n]['L>=200']:.2f}"]
-                                for n in MODELS])
-    print(table)
+
+    def cell(case):
+        if case not in ms:
+            return "-"
+        return f"{ms[case]:.2f} ({min(times[case]):.2f}-{max(times[case]):.2f})"
+
+    tables, fits = {}, {}
+    for backend in BACKENDS:
+        rows = [[length] + [cell((n, backend, length)) for n in ROWS]
+                + [f"{ms[(PETR, backend, length)] / ms[(MAMBA, backend, length)]:.2f}"]
+                for length in lengths]
+        tables[backend] = markdown_table(
+            ["packets L"] + [f"{n} ms" for n in ROWS] + ["petr / mamba"], rows)
+        fits[backend] = {}
+        for n in ROWS:
+            have = [length for length in lengths if (n, backend, length) in ms]
+            if len(have) >= 2:
+                fits[backend][n] = {
+                    "all": exponent(have, [ms[(n, backend, length)] for length in have]),
+                    **({"L>=200": exponent(have, [ms[(n, backend, length)] for length in have],
+                                           200)}
+                       if sum(length >= 200 for length in have) >= 2 else {})}
+    params = {n: sum(p.numel() for p in models[n].parameters()) for n in (MAMBA, PETR)}
+    fit_rows = [[n, backend, f"{params[n]:,}" if n in params else "as wifi-mamba",
+                 f"{f['all']:.2f}", f"{f['L>=200']:.2f}" if "L>=200" in f else "-"]
+                for backend in BACKENDS for n, f in fits[backend].items()]
+    fit_table = markdown_table(["model", "backend", "params", "exponent (all L)",
+                                "exponent (L >= 200)"], fit_rows)
+    for backend in BACKENDS:
+        print(f"\n{backend} (ms: median of rounds, lowest-highest round)\n{tables[backend]}")
     print()
     print(fit_table)
     write_result("wifi_mamba", {
-        "settings": {**vars(args), "lengths": lengths, "batch": 1, "backend": "torch eager",
+        "settings": {**vars(args), "lengths": lengths, "batch": 1,
+                     "backends": ["torch eager", "onnxruntime CPUExecutionProvider"],
                      "cpu_count": os.cpu_count()},
         "machine_load": {"loadavg_1min_at_round_start": loads, "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
-        "latency_ms": {n: {str(length): ms[(n, length)] for length in lengths} for n in MODELS},
-        "exponents": fits, "params": params, "tables": {"latency": table, "fits": fit_table},
+        "latency_ms": {backend: {n: {str(length): ms[(n, backend, length)]
+                                     for length in lengths if (n, backend, length) in ms}
+                                 for n in ROWS} for backend in BACKENDS},
+        "round_ms": {backend: {n: {str(length): times[(n, backend, length)]
+                                   for length in lengths if (n, backend, length) in times}
+                               for n in ROWS} for backend in BACKENDS},
+        "onnx": {n: {str(length): {k: v for k, v in exports[(n, length)].items()
+                                   if k != "session"}
+                     for length in lengths if (n, length) in exports} for n in ROWS},
+        "exponents": fits, "params": params,
+        "tables": {**{f"latency_{b}": tables[b] for b in BACKENDS}, "fits": fit_table},
     })
 
 

@@ -6,53 +6,110 @@ import pytest
 import torch
 
 from edgekit.errors import UnknownNameError
-from edgekit.methods.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, reference_scan
+from edgekit.exporters.onnx import export_graph
+from edgekit.methods.wifi_mamba.model import WiFiMamba
+from edgekit.methods.wifi_mamba.ssm import (
+    SelectiveSSM,
+    chunk_size,
+    chunked_scan,
+    dual_selective_scan,
+    reference_scan,
+    step_scan,
+    transitions,
+)
 from edgekit.registry import create_model
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 
-def _prepared(seed, batch=2, seq=12, d=16):
+def _streams(seed, batch=2, seq=12, d=16, n=4):
+    """Both streams' SSMs, their ``prepare`` outputs on random inputs, a random (non-zero)
+    coupling and a random carried state."""
     torch.manual_seed(seed)
-    ssm = SelectiveSSM(d, d_state=4, expand=2)
-    return ssm, ssm.prepare(torch.randn(batch, seq, d))
+    ssm_a, ssm_p = SelectiveSSM(d, d_state=n, expand=2), SelectiveSSM(d, d_state=n, expand=2)
+    pa, pp = ssm_a.prepare(torch.randn(batch, seq, d)), ssm_p.prepare(torch.randn(batch, seq, d))
+    e = ssm_a.d_inner
+    return ssm_a, ssm_p, pa, pp, torch.randn(2, e, n), torch.randn(batch, 2, e, n)
 
 
-def _zero_coupling(e):
-    k = torch.nn.Linear(e, e, bias=False)
-    torch.nn.init.zeros_(k.weight)
-    return k
+def _terms(ssm_a, ssm_p, pa, pp, coupling):
+    dt, u, b = (torch.stack([pa[i], pp[i]], 2) for i in (2, 0, 3))
+    return transitions(dt, u, b, torch.stack([ssm_a.A(), ssm_p.A()]), coupling)
 
 
 @torch.no_grad()
-def test_loop_scan_matches_the_closed_form():
-    ssm_a, pa = _prepared(0)
-    ssm_p, pp = _prepared(1)
-    e, n = ssm_a.d_inner, ssm_a.d_state
-    h0 = torch.randn(2, e, n)
-    k = _zero_coupling(e)
-    y_a, y_p, _, _ = dual_selective_scan(pa, pp, ssm_a, ssm_p, k, k, h0, torch.zeros(2, e, n))
-    u, _, dt, b, c = pa
-    torch.testing.assert_close(y_a, reference_scan(u, dt, ssm_a.A(), b, c, ssm_a.D, h0),
-                               atol=1e-5, rtol=1e-4)
+def test_step_loop_matches_the_closed_form():
+    ssm_a, ssm_p, pa, pp, w, h0 = _streams(0)
+    terms = _terms(ssm_a, ssm_p, pa, pp, w)
+    states, final = step_scan(*terms, h0)
+    expected = reference_scan(*terms, h0)
+    torch.testing.assert_close(states, expected, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(final, expected[:, -1], atol=1e-5, rtol=1e-4)
+
+
+def test_chunked_scan_matches_the_plain_loop():
+    """Every length (one packet, ragged last chunks), chunk size, a carried state, batch 2, and
+    the gradients that training takes through it."""
+    for seq in (1, 7, 20, 33, 100):
+        ssm_a, ssm_p, pa, pp, w, h0 = _streams(seq, seq=seq)
+        with torch.no_grad():
+            loop = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0, chunk=seq)
+            for chunk in (None, 3, 8):
+                out = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0, chunk=chunk)
+                for got, want in zip(out, loop, strict=True):
+                    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+    ssm_a, ssm_p, pa, pp, w, h0 = _streams(1)
+    grads = []
+    for chunk in (12, 5):
+        w_ = w.clone().requires_grad_()
+        y_a, y_p, h = dual_selective_scan(pa, pp, ssm_a, ssm_p, w_, h0, chunk=chunk)
+        (y_a.square().sum() + y_p.sum() + h.sum()).backward(inputs=[w_])
+        grads.append(w_.grad)
+    torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+def test_chunked_scan_refuses_a_ragged_length():
+    t = torch.zeros(1, 10, 2, 3)
+    with pytest.raises(ValueError, match="do not split into chunks of 4"):
+        chunked_scan(t, t, t, t, torch.zeros(2, 3, 2), torch.zeros(2, 3, 2),
+                     torch.zeros(1, 2, 3, 2), 4)
 
 
 @torch.no_grad()
 def test_scan_is_causal_and_coupling_links_the_streams():
-    ssm_a, pa = _prepared(0)
-    ssm_p, pp = _prepared(1)
-    e, n = ssm_a.d_inner, ssm_a.d_state
-    h = torch.zeros(2, e, n)
-    k0 = _zero_coupling(e)
-    k1 = torch.nn.Linear(e, e, bias=False)
+    ssm_a, ssm_p, pa, pp, w, _ = _streams(0)
+    h = torch.zeros(2, 2, ssm_a.d_inner, ssm_a.d_state)
     changed = tuple(t.clone() for t in pp)
     changed[0][:, 6:] += 1.0  # phase stream input changes from step 6 on
-    for k, linked in ((k0, False), (k1, True)):
-        base = dual_selective_scan(pa, pp, ssm_a, ssm_p, k, k, h, h)
-        other = dual_selective_scan(pa, changed, ssm_a, ssm_p, k, k, h, h)
-        torch.testing.assert_close(base[1][:, :6], other[1][:, :6])  # causal
-        assert not torch.allclose(base[1][:, 6:], other[1][:, 6:])
-        assert torch.allclose(base[0], other[0]) != linked  # amplitude sees phase only if coupled
+    for coupling, linked in ((torch.zeros_like(w), False), (w, True)):
+        for chunk in (None, 4):
+            base = dual_selective_scan(pa, pp, ssm_a, ssm_p, coupling, h, chunk)
+            other = dual_selective_scan(pa, changed, ssm_a, ssm_p, coupling, h, chunk)
+            torch.testing.assert_close(base[1][:, :6], other[1][:, :6])  # causal
+            assert not torch.allclose(base[1][:, 6:], other[1][:, 6:])
+            assert torch.allclose(base[0], other[0]) != linked  # amplitude sees phase if coupled
+
+
+def test_chunked_model_exports_to_onnx_at_any_batch(tmp_path):
+    """50 packets take the chunked path, the last chunk padded; the graph is checked by ONNX
+    Runtime against torch at a batch other than the exported one."""
+    assert 50 % chunk_size(50) != 0
+    torch.manual_seed(0)
+    model = WiFiMamba(d_model=8, d_state=4, n_layers=1, dec_dim=8, dec_layers=1, heads=2,
+                      queries=2).eval()
+    for block in model.blocks:
+        block.coupling.data.normal_()
+    path = tmp_path / "m.onnx"
+    export_graph(model, (torch.randn(2, 2, 270, 50),), path, opset=18, input_names=["input"],
+                 output_names=["poses", "logits"], dynamo=False, dynamic_batch=True)
+    from edgekit.backends.onnxruntime_backend import make_session
+
+    x = torch.randn(3, 2, 270, 50)
+    got = make_session(path, threads=1).run(None, {"input": x.numpy()})
+    with torch.inference_mode():
+        want = model(x)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-4, rtol=1e-3)
 
 
 @torch.no_grad()
@@ -80,7 +137,7 @@ def test_parameter_counts():
         with torch.device("meta"):
             return sum(p.numel() for p in create_model(name).parameters())
 
-    assert count("wifi-mamba:full") == 2_142_083  # the paper's 2.14M
+    assert count("wifi-mamba:full") == 2_117_227  # about the paper's 2.14M
     assert count("wifi-petr:paper") == 12_869_163  # 256-d, 8 heads, 6 enc / 3 dec, 100 queries
     assert count("wifi-mamba") <= count("wifi-petr") / 10
 

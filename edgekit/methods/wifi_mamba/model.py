@@ -4,14 +4,16 @@ Paper: Quang-Anh N. D. and Kok-Seng Wong, "WiFi-Mamba" (ICML 2026); no text or c
 the three components follow the abstract with our concrete choices:
 
 1. Dual-Stream Selective SSM: amplitude and phase ``(B, 270, T)`` are embedded per packet and
-   scanned by parallel selective SSMs whose inputs are coupled through each other's previous
-   output (``ssm.dual_selective_scan``), in pre-norm residual blocks.
+   scanned by parallel selective SSMs whose states are coupled (each state update takes a learned
+   per-channel-and-state share of the other stream's previous state; ``ssm.dual_selective_scan``,
+   a chunked scan), in pre-norm residual blocks.
 2. Selective State Attention decoder: pose queries cross-attend to the fused sequence context
    *and* to the final SSM states (each of the N state columns of both streams becomes a token);
    a head regresses 14x3 keypoints and a person logit per query; trained with a Hungarian set loss.
 3. Persistent SSM Memory: ``forward_stream(x, memory)`` starts every block's scan from
-   σ(g) ⊙ (previous frame's final state), g learned per channel and state; σ(g) < 1 and
-   |exp(ΔA)| < 1 keep the carried state bounded, and the memory is a fixed (layers x 2 x E x N)
+   σ(g) ⊙ (previous frame's final state), g learned per channel and state; σ(g) < 1 and the
+   coupled transition's rows summing to below 1 in absolute value (``ssm``) keep the carried
+   state bounded, and the memory is a fixed (layers x 2 x E x N)
    per person stream, whatever the number of frames.
 
 Input ``(B, 2, 270, T)`` (``edgekit.methods.wifi_mamba.csi.preprocess``); outputs poses
@@ -45,7 +47,12 @@ class WiFiMambaConfig:
 
 
 class DualSSMBlock(nn.Module):
-    """Pre-norm residual block holding both streams' SSMs and their coupling."""
+    """Pre-norm residual block holding both streams' SSMs and their coupling.
+
+    ``chunk``: packets per chunk of the scan (None: picked from the length, ``ssm.chunk_size``;
+    at least the length: the plain loop). Only speed depends on it."""
+
+    chunk: int | None = None
 
     def __init__(self, cfg: WiFiMambaConfig) -> None:
         super().__init__()
@@ -54,27 +61,21 @@ class DualSSMBlock(nn.Module):
         self.ssm_a = SelectiveSSM(d, cfg.d_state, cfg.expand)
         self.ssm_p = SelectiveSSM(d, cfg.d_state, cfg.expand)
         e = self.ssm_a.d_inner
-        self.couple_a = nn.Linear(e, e, bias=False)  # phase output -> amplitude input
-        self.couple_p = nn.Linear(e, e, bias=False)
-        nn.init.zeros_(self.couple_a.weight)
-        nn.init.zeros_(self.couple_p.weight)
+        self.coupling = nn.Parameter(torch.zeros(2, e, cfg.d_state))  # W: phase->amp, amp->phase
         self.memory_gate = nn.Parameter(torch.zeros(2, e, cfg.d_state))  # σ(0) = 0.5
 
     def forward(self, xa: torch.Tensor, xp: torch.Tensor, h: torch.Tensor | None):
         """xa, xp (B, L, d); h (B, 2, E, N) carried memory or None -> new xa, xp, final states."""
         pa, pp = self.ssm_a.prepare(self.norm_a(xa)), self.ssm_p.prepare(self.norm_p(xp))
         if h is None:
-            h_a = pa[0].new_zeros(xa.shape[0], self.ssm_a.d_inner, self.ssm_a.d_state)
-            h_p = h_a
+            h = pa[0].new_zeros(xa.shape[0], 2, self.ssm_a.d_inner, self.ssm_a.d_state)
         else:
-            gated = torch.sigmoid(self.memory_gate) * h  # (B, 2, E, N)
-            h_a, h_p = gated[:, 0], gated[:, 1]
-        y_a, y_p, h_a, h_p = dual_selective_scan(pa, pp, self.ssm_a, self.ssm_p,
-                                                 self.couple_a, self.couple_p, h_a, h_p)
+            h = torch.sigmoid(self.memory_gate) * h  # (B, 2, E, N)
+        y_a, y_p, h = dual_selective_scan(pa, pp, self.ssm_a, self.ssm_p, self.coupling, h,
+                                          self.chunk)
         y_a = y_a * torch.nn.functional.silu(pa[1])  # gate z, as in Mamba
         y_p = y_p * torch.nn.functional.silu(pp[1])
-        return (xa + self.ssm_a.out_proj(y_a), xp + self.ssm_p.out_proj(y_p),
-                torch.stack([h_a, h_p], 1))
+        return xa + self.ssm_a.out_proj(y_a), xp + self.ssm_p.out_proj(y_p), h
 
 
 class WiFiMamba(nn.Module):
@@ -127,9 +128,11 @@ class WiFiMamba(nn.Module):
         return asdict(self.cfg)
 
 
-# Configs: "full" is sized to the paper's 2.14M parameters; "cpu" trains in minutes on a CPU.
+# Configs: "full" is sized to the paper's 2.14M parameters (d_model 156: the state coupling has
+# 2·E·N weights per block where the former output coupling had 2·E²); "cpu" trains in minutes on
+# a CPU.
 CONFIGS = {
-    "cpu": {"d_model": 32, "dec_dim": 40, "heads": 4},  # 126,979 parameters
-    "full": {"d_model": 128, "d_state": 16, "n_layers": 4, "dec_dim": 116, "dec_layers": 3,
-             "heads": 4, "queries": 100},  # 2,142,083 parameters
+    "cpu": {"d_model": 32, "dec_dim": 40, "heads": 4},  # 114,691 parameters
+    "full": {"d_model": 156, "d_state": 16, "n_layers": 4, "dec_dim": 116, "dec_layers": 3,
+             "heads": 4, "queries": 100},  # 2,117,227 parameters
 }

@@ -1,18 +1,46 @@
-"""Mamba-style selective state-space scan in plain PyTorch, two coupled streams at once.
+"""Mamba-style selective state-space scan in plain PyTorch, two state-coupled streams at once.
 
 Selective SSM (S6; Gu & Dao, "Mamba", arXiv:2312.00752, Algorithm 2): per channel e and state n,
 
-    h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t B_t x_t,      y_t = C_t · h_t + D x_t,
+    h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t B_t u_t,      y_t = C_t · h_t + D u_t,
 
-with Δ_t = softplus(W_Δ x_t + b), B_t = W_B x_t, C_t = W_C x_t input-dependent ("selective") and
-A = -exp(A_log) diagonal. The recurrence is an explicit loop over time: it costs O(L) and exports
-to ONNX (the loop is unrolled at a fixed length), where mamba-ssm's fused CUDA kernel neither runs
-on a CPU nor exports. ``mamba_ssm`` is not needed; on a GPU a user may swap in its
-``selective_scan_fn`` for the single-stream case, but the coupling below is outside that kernel.
+with Δ_t = softplus(W_Δ u_t + b), B_t = W_B u_t, C_t = W_C u_t input-dependent ("selective") and
+A = -exp(A_log) diagonal. mamba-ssm's fused CUDA kernel neither runs on a CPU nor exports to
+ONNX, and the coupling below is outside it, so the scan is written with plain tensor ops.
 
-Cross-stream state coupling [ours, methods.md §6]: the input of each stream at step t receives a
-learned projection of the other stream's output at t-1, x̃ᵃ_t = xᵃ_t + Kᵃ yᵖ_{t-1} (and the
-converse). K starts at zero, so training starts from two independent streams.
+Cross-stream state coupling [ours, methods.md §6]: each stream's state update receives a learned
+per-(channel, state) share of the other stream's previous state,
+
+    hᵃ_t = āᵃ_t hᵃ_{t-1} + κᵃ_t hᵖ_{t-1} + Δᵃ_t Bᵃ_t uᵃ_t,    κᵃ_t = tanh(Wᵃ) ⊙ (1 - āᵃ_t)
+
+(and the converse), āᵃ_t = exp(Δᵃ_t Aᵃ). The share is taken from the part of the state that the
+step refreshes (1 - ā), so every row of the 2x2 transition [[āᵃ, κᵃ], [κᵖ, āᵖ]] sums in absolute
+value to below 1: the joint state stays bounded however long it is carried (the persistent
+memory relies on this). W starts at zero, so training starts from two independent streams. This
+replaces an earlier coupling of each stream's input to a dense projection of the other stream's
+previous *output*, which made every packet depend on a matrix product of the one before and left
+no way to scan faster than one packet at a time.
+
+Chunked scan [ours]: the coupled recurrence is linear, h_t = M_t h_{t-1} + v_t per (e, n) with a
+2x2 M_t, so the packets are cut into chunks that are scanned side by side. Pass 1 runs every chunk
+from a zero state (the first from the carried memory) and multiplies up each chunk's transition
+product P; a short sequential loop then carries the true state across chunk boundaries
+(h_in ← P h_in + local end state); pass 2 re-runs every chunk from its true initial state and
+reads y out. A frame of L packets in chunks of S costs about 20·S + 3·L/S tensor operations, each
+on all chunks at once, instead of about 6·L, and stays linear in L; each position's terms are
+made for all chunks at once rather than for the whole frame, which beyond a few hundred packets
+no longer fits the CPU cache (measured: whole-frame terms took most of the time at 500). Up to
+``SINGLE_CHUNK`` packets (the dataset's 20) the frame is one chunk: the plain loop, with the terms
+made for the whole frame in a few operations. Nothing here is a fused kernel: on a CPU at batch 1
+the per-operation overhead is what chunking removes, while the arithmetic per packet stays: about
+10 (plain loop) to 20 (chunked) elementwise passes over the 2·E·N state values per block, which
+is what still leaves the scan behind the transformer's matrix products on ONNX Runtime at up to a
+few hundred packets (benchmarks/README.md). A log-depth (Hillis–Steele) scan over the 2x2
+transitions was tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it
+multiplies that arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per
+channel, so the state dimension becomes matrix products) would cut it, but changes A; not done.
+Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
+exported length) and returns the final states that the persistent memory carries.
 """
 from __future__ import annotations
 
@@ -21,6 +49,8 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+SINGLE_CHUNK = 40  # up to this many packets the scan is one chunk: the plain loop
 
 
 class SelectiveSSM(nn.Module):
@@ -56,46 +86,127 @@ class SelectiveSSM(nn.Module):
         return -torch.exp(self.A_log)  # (E, N)
 
 
-def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
-                        ssm_a: SelectiveSSM, ssm_p: SelectiveSSM,
-                        k_a: nn.Linear, k_p: nn.Linear,
-                        h_a: torch.Tensor, h_p: torch.Tensor) -> tuple[torch.Tensor, ...]:
-    """Scan both streams over time with coupling; returns y_a, y_p (B, L, E) and final states.
-
-    ``a``/``p`` are the ``prepare`` outputs (u, z, Δ, B, C); ``h_*`` the initial states (B, E, N).
-    """
-    u_a, _, dt_a, b_a, c_a = a
-    u_p, _, dt_p, b_p, c_p = p
-    decay_a = torch.exp(dt_a.unsqueeze(-1) * ssm_a.A())  # (B, L, E, N)
-    decay_p = torch.exp(dt_p.unsqueeze(-1) * ssm_p.A())
-    y_a_prev = torch.zeros_like(u_a[:, 0])  # (B, E)
-    y_p_prev = torch.zeros_like(u_p[:, 0])
-    ys_a, ys_p = [], []
-    for t in range(u_a.shape[1]):
-        x_a = u_a[:, t] + k_a(y_p_prev)  # (B, E): coupling from the other stream's output
-        x_p = u_p[:, t] + k_p(y_a_prev)
-        h_a = decay_a[:, t] * h_a + (dt_a[:, t] * x_a).unsqueeze(-1) * b_a[:, t].unsqueeze(1)
-        h_p = decay_p[:, t] * h_p + (dt_p[:, t] * x_p).unsqueeze(-1) * b_p[:, t].unsqueeze(1)
-        y_a_prev = (h_a * c_a[:, t].unsqueeze(1)).sum(-1) + ssm_a.D * x_a  # (B, E)
-        y_p_prev = (h_p * c_p[:, t].unsqueeze(1)).sum(-1) + ssm_p.D * x_p
-        ys_a.append(y_a_prev)
-        ys_p.append(y_p_prev)
-    return torch.stack(ys_a, 1), torch.stack(ys_p, 1), h_a, h_p
+def transitions(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, A: torch.Tensor,
+                coupling: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The coupled recurrence's terms, each (..., 2, E, N) (2: amplitude, phase): decay ā, cross
+    share κ, drive ΔBu. Δ, u (..., 2, E); B (..., 2, N); A, coupling W (2, E, N). The leading
+    axes are (B, L), or (B, chunks, 1) at one position of the chunked scan."""
+    decay = torch.exp(dt.unsqueeze(-1) * A)
+    share = torch.tanh(coupling)
+    cross = torch.addcmul(share, share, decay, value=-1.0)  # tanh(W) ⊙ (1 - ā)
+    drive = (dt * u).unsqueeze(-1) * b.unsqueeze(-2)
+    return decay, cross, drive
 
 
-def reference_scan(u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, b: torch.Tensor,
-                   c: torch.Tensor, D: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """Single-stream scan by the closed form h_t = Σ_s (Π_{r=s+1..t} exp(Δ_r A)) Δ_s B_s x_s + ...;
-    O(L²), for tests only: checks the loop against an independent formula."""
-    seq = u.shape[1]
-    log_decay = dt.unsqueeze(-1) * A  # (B, L, E, N)
-    cum = torch.cumsum(log_decay, dim=1)
+def step_scan(decay: torch.Tensor, cross: torch.Tensor, drive: torch.Tensor,
+              h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The recurrence one packet at a time: (B, L, 2, E, N) terms, h (B, 2, E, N) -> states
+    (B, L, 2, E, N) and the final state. The plain definition, which the chunked scan is tested
+    against, and what a frame of one chunk runs. ``flip`` swaps the streams: each takes κ ⊙ the
+    other's previous state. Packets are split off with their time axis kept, which exports to
+    ONNX without a Squeeze and an Unsqueeze per packet."""
+    h, states = h.unsqueeze(1), []
+    for d, k, v in zip(decay.split(1, 1), cross.split(1, 1), drive.split(1, 1), strict=True):
+        h = torch.addcmul(torch.addcmul(v, d, h), k, h.flip(-3))
+        states.append(h)
+    return torch.cat(states, 1), h.squeeze(1)
+
+
+def chunk_size(length: int) -> int:
+    """Packets per chunk: the whole frame up to SINGLE_CHUNK; else about √(3L/20), which balances
+    the ~20·S in-chunk against the ~3·L/S carry operations (and keeps the ONNX graph small)."""
+    if length <= SINGLE_CHUNK:
+        return length
+    return math.ceil(math.sqrt(3 * length / 20))
+
+
+def _chunk_starts(terms: list, h: torch.Tensor, chunks: int) -> torch.Tensor:
+    """The true state entering each chunk (B, chunks, 1, 2, E, N), from each position's terms
+    (B, chunks, 1, 2, E, N); h (B, 2, E, N)."""
+    # Pass 1: each chunk from zero (the first from h), and each chunk's 2x2 transition product
+    # P = M_S ⋯ M_1, kept by rows: diag[i] = P_ii, off[i] = P_i,other.
+    h = h.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, 2, E, N)
+    local = F.pad(h, (0, 0, 0, 0, 0, 0, 0, 0, 0, chunks - 1))
+    diag, off = terms[0][0], terms[0][1]
+    for j, (d, k, v) in enumerate(terms):
+        local = torch.addcmul(torch.addcmul(v, d, local), k, local.flip(-3))
+        if j:
+            diag, off = (torch.addcmul(d * diag, k, off.flip(-3)),
+                         torch.addcmul(d * off, k, diag.flip(-3)))
+    # Carry across chunks: the state entering chunk i + 1 is P_i (state entering i) + local end.
+    ends, diag, off = local.split(1, 1), diag.split(1, 1), off.split(1, 1)
+    starts = [h, ends[0]]
+    for i in range(1, chunks - 1):
+        s = starts[-1]
+        starts.append(torch.addcmul(torch.addcmul(ends[i], diag[i], s), off[i], s.flip(-3)))
+    return torch.cat(starts, 1)
+
+
+def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                 A: torch.Tensor, coupling: torch.Tensor, h: torch.Tensor,
+                 size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The scan in chunks of ``size`` packets side by side: C_t · h_t (B, L, 2, E) and the final
+    state (B, 2, E, N). Inputs as ``transitions`` takes them, C (B, L, 2, N); L must be a multiple
+    of ``size`` (``dual_selective_scan`` pads). The (B, L, 2, E, N) terms and states are never
+    built whole, only each position's terms for all chunks at once."""
+    length = dt.shape[1]
+    if length % size:
+        raise ValueError(f"{length} packets do not split into chunks of {size}")
+    chunks = length // size
+    # per position, all chunks: (B, chunks, 1, 2, ...), the position axis kept (see step_scan)
+    dt, u, b, c = (x.unflatten(1, (chunks, size)).split(1, 2) for x in (dt, u, b, c))
+    terms = [transitions(dt[j], u[j], b[j], A, coupling) for j in range(size)]
+    state = _chunk_starts(terms, h, chunks)
+    # Pass 2: every chunk from its true initial state, reading out C · h as it goes.
     ys = []
-    for t in range(seq):
-        # state at t: decayed h0 plus every earlier input decayed to t
-        carry = torch.exp(cum[:, t]) * h
-        inputs = (dt[:, :t + 1] * u[:, :t + 1]).unsqueeze(-1) * b[:, :t + 1].unsqueeze(2)
-        weights = torch.exp(cum[:, t:t + 1] - cum[:, :t + 1])
-        h_t = carry + (weights * inputs).sum(1)
-        ys.append((h_t * c[:, t].unsqueeze(1)).sum(-1) + D * u[:, t])
-    return torch.stack(ys, 1)
+    for (d, k, v), c_j in zip(terms, c, strict=True):
+        state = torch.addcmul(torch.addcmul(v, d, state), k, state.flip(-3))
+        ys.append((state * c_j.unsqueeze(-2)).sum(-1))
+    return torch.cat(ys, 2).flatten(1, 2), state[:, -1, 0]
+
+
+def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
+                        ssm_a: SelectiveSSM, ssm_p: SelectiveSSM, coupling: torch.Tensor,
+                        h: torch.Tensor, chunk: int | None = None) -> tuple[torch.Tensor, ...]:
+    """Scan both streams over time with state coupling: y_a, y_p (B, L, E) and the final states
+    (B, 2, E, N). ``a``/``p`` are the ``prepare`` outputs (u, z, Δ, B, C), ``h`` the initial
+    states, ``chunk`` packets per chunk (None: ``chunk_size``; at least L: the plain loop).
+
+    The sequence is padded to whole chunks with Δ = 0, which makes ā = 1, κ = 0 and ΔBu = 0: a
+    padded step carries the state through unchanged, so the final state is the last packet's."""
+    length = a[0].shape[1]
+    size = min(chunk_size(length) if chunk is None else chunk, length)
+    u, dt, b, c = (torch.stack([a[i], p[i]], 2) for i in (0, 2, 3, 4))  # (B, L, 2, ...)
+    A = torch.stack([ssm_a.A(), ssm_p.A()])
+    if size == length:
+        states, h = step_scan(*transitions(dt, u, b, A, coupling), h)
+        y = (states * c.unsqueeze(3)).sum(-1)  # C_t · h_t, (B, L, 2, E)
+    else:
+        pad = (0, 0, 0, 0, 0, -length % size)
+        y, h = chunked_scan(*(F.pad(x, pad) for x in (dt, u, b, c)), A, coupling, h, size)
+        y = y[:, :length]
+    y = y + torch.stack([ssm_a.D, ssm_p.D]) * u
+    return y[:, :, 0], y[:, :, 1], h
+
+
+def reference_scan(decay: torch.Tensor, cross: torch.Tensor, drive: torch.Tensor,
+                   h: torch.Tensor) -> torch.Tensor:
+    """The coupled states by the closed form h_t = Σ_s (M_t ⋯ M_{s+1}) v_s + (M_t ⋯ M_1) h_0,
+    each product built backwards from t with the 2x2 entries written out; O(L²), for tests only:
+    an independent check of the scans. Terms (B, L, 2, E, N), h (B, 2, E, N) -> states."""
+    one, zero = torch.ones_like(h[:, 0]), torch.zeros_like(h[:, 0])
+    out = []
+    for t in range(decay.shape[1]):
+        aa, ap, pa, pp = one, zero, zero, one  # q = M_t ⋯ M_{s+1}, the identity at s = t
+        acc_a, acc_p = zero, zero
+        for s in range(t, -1, -1):
+            v_a, v_p = drive[:, s, 0], drive[:, s, 1]
+            acc_a = acc_a + aa * v_a + ap * v_p
+            acc_p = acc_p + pa * v_a + pp * v_p
+            m_aa, m_ap = decay[:, s, 0], cross[:, s, 0]  # q <- q M_s
+            m_pa, m_pp = cross[:, s, 1], decay[:, s, 1]
+            aa, ap = aa * m_aa + ap * m_pa, aa * m_ap + ap * m_pp
+            pa, pp = pa * m_aa + pp * m_pa, pa * m_ap + pp * m_pp
+        out.append(torch.stack([acc_a + aa * h[:, 0] + ap * h[:, 1],
+                                acc_p + pa * h[:, 0] + pp * h[:, 1]], 1))
+    return torch.stack(out, 1)
