@@ -199,4 +199,9 @@ def test_cli_refuses_bad_targets_and_non_spiking_models(tmp_path):
         result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite",
                                           "--target-keep", value])
         assert result.exit_code == 2 and "--target-keep" in result.output
+    result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite",
+                                      "--energy-lambda", "-1"])
+    assert result.exit_code == 2 and "--energy-lambda" in result.output
+    result = CliRunner().invoke(cli, ["train", "spikingformer", "--energy-lambda", "1"])
+    assert result.exit_code == 2 and "need --spik4lite" in result.output
     assert not list(tmp_path.iterdir())

@@ -6,15 +6,22 @@ without a cycle, the eval-mode decision at the running rate). Channels under 0.5
 ``cap`` of the group per step (30 % for the patch embedding, 50 % elsewhere [code]), the same
 count from each block of a grouped conv or of an attention's heads, and never a whole block.
 With ``target_keep``, a group whose channels are all above 0.5 still loses its least-kept ones
-until the net's channels are at the target [ours: the authors reach a budget through λ].
+until the net's channels are at the target [ours: the authors' ``--target-sparsity`` mode swaps the
+energy penalty for an MSE term toward the target, ``SparsityTargetTerm``, which ``train.py``
+imports but the published ``Spik4lite.py`` does not contain]; ``PruneReport.forced`` counts them.
 
 Compensation [ours, methods.md §2]: before slicing, each consumer's expected input from a removed
-channel (for a gated consumer its running firing rate times its gate's mean keep decision, the
-rate the layer really received; the mean input over ``batches`` for any other) times its
-weights, summed over the kernel, is folded into the consumer's bias, or, for a bias-free conv,
-into the running mean of the BatchNorm right after it (``mu -= d``, the BN shift: in eval
-``BN(y + d) = BN_{mu - d}(y)``; in training the batch statistics see the change directly), or
-into a new bias where there is neither.
+channel (the mean input over ``batches``, measured in eval mode, so for a gated consumer after its
+mask: what the layer really received; without batches, a gated consumer's running firing rate
+times its gate's mean keep decision) times its weights is folded into the consumer's bias, or, for
+a bias-free conv, into the running mean of the BatchNorm right after it (``mu -= d``, the BN
+shift: in eval ``BN(y + d) = BN_{mu - d}(y)``; in training the batch statistics see the change
+directly), or into a new bias where there is neither. For a conv the drive is the mean over output
+positions of the conv of the constant input, so padding and stride count [ours; methods.md sums
+the kernel, ignoring borders, which on the digits nets' 2x2 and 4x4 maps overstates it up to
+2.25x]. A BatchNorm recalibration afterwards re-estimates the running means from the narrow net,
+so there the fold is superseded; it lasts where it went into a bias (a projection with bias, the
+classifier).
 """
 from __future__ import annotations
 
