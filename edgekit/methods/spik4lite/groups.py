@@ -15,8 +15,10 @@ back.
 
 Constraints a group carries: ``blocks``, the number of equal contiguous blocks its channels fall
 into that must each lose the same count (a grouped conv's groups, the heads of an attention
-module that reshapes by ``heads``); ``embedding``, whether it holds the net's first conv (the
-patch embedding, which has its own per-step cap).
+module that reshapes by ``heads``); ``embedding``, whether it is written by the patch embedding,
+which has its own per-step cap: every layer that runs before the first module declaring ``heads``
+(the authors' cap covers every block of Spikingformer's tokenizer [code]), or, in a net without
+attention, the net's first conv.
 """
 from __future__ import annotations
 
@@ -87,6 +89,26 @@ def traceable(model: nn.Module) -> Iterator[None]:
         functional.invalidate_reset_cache(model)
 
 
+@torch.no_grad()
+def _before_attention(model: nn.Module, x: torch.Tensor) -> set[str]:
+    """Names of the modules that run before the first one declaring ``heads`` (empty if none)."""
+    order: list[str] = []
+    handles = [m.register_forward_pre_hook(lambda mod, args, name=name: order.append(name))
+               for name, m in model.named_modules() if name]
+    try:
+        functional.reset_net(model)
+        model(x)
+    finally:
+        for h in handles:
+            h.remove()
+        functional.reset_net(model)
+    for i, name in enumerate(order):
+        heads = getattr(model.get_submodule(name), "heads", None)
+        if isinstance(heads, int) and not isinstance(heads, bool):
+            return set(order[:i])
+    return set()
+
+
 def _heads_of(model: nn.Module, name: str) -> int:
     """The ``heads`` of the nearest enclosing module that declares them (1 if none)."""
     parts = name.split(".")
@@ -111,6 +133,7 @@ def channel_groups(model: nn.Module, x: torch.Tensor) -> list[ChannelGroup]:
         names = {m: n for n, m in model.named_modules()}
         layers = [(n, m) for n, m in model.named_modules() if isinstance(m, (nn.Conv2d, nn.Linear))]
         first = layers[0][0] if layers else None
+        embedding = _before_attention(model, x) or {first}
         covered: set[str] = set()
         groups: list[ChannelGroup] = []
         for name, module in layers:
@@ -147,6 +170,6 @@ def channel_groups(model: nn.Module, x: torch.Tensor) -> list[ChannelGroup]:
                 raise UsageError(f"channel group of {name}: width {width} does not split into "
                                  f"{blocks} equal blocks")
             unique = tuple(dict.fromkeys(members))
-            groups.append(ChannelGroup(width, unique, blocks, embedding=first in outs))
+            groups.append(ChannelGroup(width, unique, blocks, embedding=bool(embedding & outs)))
     model.train(was_training)
     return groups
