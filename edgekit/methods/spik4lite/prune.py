@@ -21,11 +21,10 @@ the net's order, each measured on the net with the earlier removals made [ours: 
 all on the unpruned net stack up wrongly; on the digits Spikingformer, removing half of every
 group at once, they cost accuracy where each alone recovers some]. For a conv the drive is the
 mean over output positions of the conv of the constant input, so padding and stride count [ours;
-methods.md sums
-the kernel, ignoring borders, which on the digits nets' 2x2 and 4x4 maps overstates it up to
-2.25x]. A BatchNorm recalibration afterwards re-estimates the running means from the narrow net,
-so there the fold is superseded; it lasts where it went into a bias (a projection with bias, the
-classifier).
+methods.md sums the kernel, ignoring borders, which on the digits nets' 2x2 and 4x4 maps
+overstates it up to 2.25x]. A BatchNorm recalibration afterwards re-estimates the running means
+from the narrow net, so there the fold is superseded; it lasts where it went into a bias (a
+projection with bias, the classifier).
 """
 from __future__ import annotations
 
