@@ -141,8 +141,10 @@ def test_compensation_keeps_the_consumers_mean_drive():
             lambda m, a, out, seen=seen: seen.append(out.detach().mean((0, 1, 3, 4))))
         with torch.no_grad():
             before = model(X)
-        hidden = next(g for g in channel_groups(model, X)
-                      if g.names("out")[0] == "blocks.0.mlp.fc1.1")
+        groups = {g.names("out")[0]: g for g in channel_groups(model, X)}
+        hidden = groups["blocks.0.mlp.fc1.1"]
+        # the patch-embedding cap covers the whole tokenizer (it runs before the attention)
+        assert not hidden.embedding and groups["tokenizer.blocks.1.1"].embedding
         observed = _observe(model, X, [X])
         _remove(model, hidden, torch.arange(0, hidden.width, 2), None,
                 observed if compensate else None)
