@@ -13,12 +13,14 @@ from torch import nn
 import edgekit
 from edgekit.checkpoint import load_checkpoint, save_checkpoint
 from edgekit.cli import cli
+from edgekit.data import Dataset
 from edgekit.errors import UsageError
 from edgekit.methods import spik4lite as s4
 from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty
 from edgekit.methods.spik4lite.groups import channel_groups
 from edgekit.methods.spik4lite.prune import _contribution, _observe, _remove
-from edgekit.registry import create_model
+from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.registry import create_model, get_entry
 from edgekit.spiking.layers import calibrate_batchnorm, layer, mean_firing_rate
 
 X = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(1))
@@ -207,3 +209,21 @@ def test_cli_refuses_bad_targets_and_non_spiking_models(tmp_path):
     result = CliRunner().invoke(cli, ["train", "spikingformer", "--energy-lambda", "1"])
     assert result.exit_code == 2 and "need --spik4lite" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_schedule_runs_end_to_end_and_records_the_gates():
+    """Warm-up, one removal cycle, fine-tune on a tiny net: the learning-rate schedule lasts
+    exactly the run, the record says where the gates stood and which removals were forced."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(48, 1, 8, 8, generator=gen).numpy()
+    y = (torch.arange(48) % 10).numpy()
+    data = Dataset("tiny", x[:32], y[:32], x[32:], y[32:], "tiny")
+    result = train_spik4lite(get_entry("spikingformer"), data, target_keep=0.6, lam=3.0,
+                             model=_tiny("spikingformer"), schedule=Schedule(1, 1, 1, 1))
+    record = result.details["spik4lite"]
+    assert result.epochs == 3 and record["lambda"] == 3.0
+    assert [g["epoch"] for g in record["gates"]] == [1, 2]  # after each gated epoch
+    assert all(0 < g["mean_keep"] < 1 for g in record["gates"])
+    (removal,) = record["removals"]
+    assert record["channels_after"] < record["channels_before"]
+    assert 0 <= removal["forced"] <= removal["channels_before"] - removal["channels_after"]
