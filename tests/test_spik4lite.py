@@ -147,6 +147,7 @@ def test_compensation_keeps_the_consumers_mean_drive():
         hidden = groups["blocks.0.mlp.fc1.1"]
         # the patch-embedding cap covers the whole tokenizer (it runs before the attention)
         assert not hidden.embedding and groups["tokenizer.blocks.1.1"].embedding
+        assert "tokenizer.stem.0" not in groups  # the image-fed stem alone: never pruned
         observed = _observe(model, X, [X])
         _remove(model, hidden, torch.arange(0, hidden.width, 2), None,
                 observed if compensate else None)

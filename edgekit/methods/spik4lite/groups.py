@@ -123,7 +123,11 @@ def _heads_of(model: nn.Module, name: str) -> int:
 @torch.enable_grad()  # DepGraph traces the autograd graph
 def channel_groups(model: nn.Module, x: torch.Tensor) -> list[ChannelGroup]:
     """Every dependency group rooted at a conv or linear layer's output that feeds at least one
-    layer (the classifier's own output feeds none and is never a group)."""
+    layer (the classifier's own output feeds none and is never a group), but the stem's: the
+    channels only the image-fed first conv writes (Spikingformer's tokenizer prunes from its
+    second block on [code]; on the digits net removing half the stem's 8 channels alone costs
+    15 points after recalibration). A stem that writes a residual stream others write too
+    (SpikingResformer's prologue) stays a group: that is the stream's width."""
     import torch_pruning as tp
 
     was_training = model.training
@@ -160,6 +164,9 @@ def channel_groups(model: nn.Module, x: torch.Tensor) -> list[ChannelGroup]:
             covered |= outs
             if unsupported or not any(m.role == "in" for m in members):
                 continue  # a concat/split or an unknown layer in the group; or feeds nothing
+            if {n for n in outs if isinstance(model.get_submodule(n), (nn.Conv2d, nn.Linear))} \
+                    == {first}:
+                continue  # written by the image-fed stem alone: the authors never prune it [code]
             blocks = 1
             for m in members:
                 layer = model.get_submodule(m.name)
