@@ -16,7 +16,7 @@ with the weights. The record keeps, after every gated epoch, the gates' mean sof
 and the fraction of gated channels under 0.5, and per removal how many channels the target forced
 out although their gates kept them.
 
-λ: the paper's 0.01 (``PAPER_LAMBDA``) is tuned for ~150k steps on CIFAR-10; a digits run has a few
+λ: the paper's 0.01 (``PAPER_LAMBDA``) works over ~150k steps on CIFAR-10; a digits run has a few
 hundred, and at 0.01 the penalty's gradient on a gate is 0.6-3 % of the task's, so the gates
 never switch a channel off and every removal is forced. The default here, ``LAMBDA`` = 3 [ours],
 is a weight at which the gates of both digits nets do (``benchmarks/spik4lite_lambda.py``).
