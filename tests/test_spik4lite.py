@@ -13,12 +13,14 @@ from torch import nn
 import edgekit
 from edgekit.checkpoint import load_checkpoint, save_checkpoint
 from edgekit.cli import cli
+from edgekit.data import Dataset
 from edgekit.errors import UsageError
 from edgekit.methods import spik4lite as s4
 from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty
 from edgekit.methods.spik4lite.groups import channel_groups
-from edgekit.methods.spik4lite.prune import _observe, _remove
-from edgekit.registry import create_model
+from edgekit.methods.spik4lite.prune import _contribution, _observe, _remove
+from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.registry import create_model, get_entry
 from edgekit.spiking.layers import calibrate_batchnorm, layer, mean_firing_rate
 
 X = torch.rand(8, 1, 8, 8, generator=torch.Generator().manual_seed(1))
@@ -130,23 +132,50 @@ def test_removal_keeps_the_function_of_gated_off_channels(name):
 
 def test_compensation_keeps_the_consumers_mean_drive():
     """Removing hidden MLP channels: with compensation the consumer's BatchNorm output keeps its
-    mean over the data (fc2 is 1x1, so the fold is exact in expectation); without, it moves."""
-    shifts = {}
+    mean over the data (fc2 is 1x1, so the fold is exact in expectation); without, it moves, and
+    the logits move further from the unpruned net's."""
+    shifts, errors = {}, {}
     for compensate in (False, True):
         model = _gated("spikingformer").eval()
         seen = []
         bn = model.get_submodule("blocks.0.mlp.fc2.2")
         bn.register_forward_hook(
             lambda m, a, out, seen=seen: seen.append(out.detach().mean((0, 1, 3, 4))))
-        model(X)
-        hidden = next(g for g in channel_groups(model, X)
-                      if g.names("out")[0] == "blocks.0.mlp.fc1.1")
-        means, following = _observe(model, X, [X])
+        with torch.no_grad():
+            before = model(X)
+        groups = {g.names("out")[0]: g for g in channel_groups(model, X)}
+        hidden = groups["blocks.0.mlp.fc1.1"]
+        # the patch-embedding cap covers the whole tokenizer (it runs before the attention)
+        assert not hidden.embedding and groups["tokenizer.blocks.1.1"].embedding
+        assert "tokenizer.stem.0" not in groups  # the image-fed stem alone: never pruned
+        observed = _observe(model, X, [X])
         _remove(model, hidden, torch.arange(0, hidden.width, 2), None,
-                means if compensate else None, following)
-        model(X)
+                observed if compensate else None)
+        with torch.no_grad():
+            errors[compensate] = float((model(X) - before).pow(2).mean())
         shifts[compensate] = float((seen[-1] - seen[0]).abs().max())
     assert shifts[True] < 1e-4 < shifts[False]
+    assert errors[True] < 0.9 * errors[False]
+
+
+def test_conv_fold_counts_the_padding_it_reads():
+    """On a 2x2 map a 3x3 kernel with padding reads zeros at 5 of its 9 taps: the fold is the
+    exact mean over output positions of the removed channels' constant drive, not the kernel's
+    sum (which would overstate it here)."""
+    torch.manual_seed(0)
+    conv = nn.Conv2d(6, 4, 3, padding=1, bias=False)
+    rate = torch.rand(6)
+    removed = torch.tensor([1, 4])
+    x = torch.zeros(1, 6, 2, 2)
+    x[0, removed] = rate[removed].view(-1, 1, 1)
+    exact = conv(x).mean((0, 2, 3))
+    assert torch.allclose(_contribution(conv, removed, rate, (2, 2)), exact, atol=1e-6)
+    assert not torch.allclose(_contribution(conv, removed, rate), exact, atol=1e-2)
+    strided = nn.Conv2d(6, 4, 3, stride=2, padding=1, groups=2, bias=False)
+    x5 = torch.zeros(1, 6, 5, 5)
+    x5[0, removed] = rate[removed].view(-1, 1, 1)
+    assert torch.allclose(_contribution(strided, removed, rate, (5, 5)),
+                          strided(x5).mean((0, 2, 3)), atol=1e-6)
 
 
 def test_pruned_checkpoint_reloads_and_exports_to_onnx(tmp_path):
@@ -175,4 +204,27 @@ def test_cli_refuses_bad_targets_and_non_spiking_models(tmp_path):
         result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite",
                                           "--target-keep", value])
         assert result.exit_code == 2 and "--target-keep" in result.output
+    result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite",
+                                      "--energy-lambda", "-1"])
+    assert result.exit_code == 2 and "--energy-lambda" in result.output
+    result = CliRunner().invoke(cli, ["train", "spikingformer", "--energy-lambda", "1"])
+    assert result.exit_code == 2 and "need --spik4lite" in result.output
     assert not list(tmp_path.iterdir())
+
+
+def test_schedule_runs_end_to_end_and_records_the_gates():
+    """Warm-up, one removal cycle, fine-tune on a tiny net: the learning-rate schedule lasts
+    exactly the run, the record says where the gates stood and which removals were forced."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(48, 1, 8, 8, generator=gen).numpy()
+    y = (torch.arange(48) % 10).numpy()
+    data = Dataset("tiny", x[:32], y[:32], x[32:], y[32:], "tiny")
+    result = train_spik4lite(get_entry("spikingformer"), data, target_keep=0.6, lam=3.0,
+                             model=_tiny("spikingformer"), schedule=Schedule(1, 1, 1, 1))
+    record = result.details["spik4lite"]
+    assert result.epochs == 3 and record["lambda"] == 3.0
+    assert [g["epoch"] for g in record["gates"]] == [1, 2]  # after each gated epoch
+    assert all(0 < g["mean_keep"] < 1 for g in record["gates"])
+    (removal,) = record["removals"]
+    assert record["channels_after"] < record["channels_before"]
+    assert 0 <= removal["forced"] <= removal["channels_before"] - removal["channels_after"]

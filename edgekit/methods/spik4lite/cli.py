@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from edgekit.bounds import COUNT, KEEP_FRACTION
+from edgekit.bounds import COUNT, KEEP_FRACTION, NON_NEGATIVE
 from edgekit.errors import UsageError
 from edgekit.methods import TrainMode
-from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.methods.spik4lite.trainer import LAMBDA, PAPER_LAMBDA, Schedule, train_spik4lite
 from edgekit.registry import ModelEntry
 
 DEFAULT_KEEP = 0.5
@@ -20,18 +20,20 @@ DEFAULT_KEEP = 0.5
 def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] | None:
     """The Spik4lite trainer when ``--spik4lite`` is given; its options alone are an error."""
     if not options.get("spik4lite"):
-        if options.get("target_keep") is not None or options.get("cycles") is not None:
-            raise UsageError("--target-keep and --cycles need --spik4lite")
+        if any(options.get(k) is not None for k in ("target_keep", "cycles", "energy_lambda")):
+            raise UsageError("--target-keep, --cycles and --energy-lambda need --spik4lite")
         return None
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; --spik4lite gates spiking nets",
                          hint="pick a model with spiking=True (edgekit models)")
     keep = options.get("target_keep") or DEFAULT_KEEP
     cycles = options.get("cycles") or 3
+    lam = options.get("energy_lambda")
+    lam = LAMBDA if lam is None else lam
 
     def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
         epochs = kwargs.pop("epochs", None) or entry.train.epochs
-        return train_spik4lite(entry, dataset, target_keep=keep,
+        return train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
                                schedule=Schedule.split(epochs, cycles), **kwargs)
     return functools.update_wrapper(trainer, train_spik4lite)
 
@@ -44,4 +46,7 @@ TRAIN_MODES = [TrainMode(options=(
                  help=f"Spik4lite: fraction of prunable channels to keep (default "
                       f"{DEFAULT_KEEP})."),
     click.Option(["--cycles"], type=COUNT, help="Spik4lite: removal cycles (default 3)."),
+    click.Option(["--energy-lambda"], type=NON_NEGATIVE,
+                 help=f"Spik4lite: weight of the energy penalty (default {LAMBDA}; the paper's "
+                      f"{PAPER_LAMBDA} switches no gate off in a digits-sized run)."),
 ), select=select)]

@@ -136,6 +136,14 @@ def energy_penalty(model: nn.Module) -> torch.Tensor:
     return torch.stack(penalties).mean()
 
 
+@torch.no_grad()
+def soft_keep(model: nn.Module) -> torch.Tensor:
+    """Every gated channel's soft keep probability at its running rate, concatenated: where the
+    gates stand (0.82 at the bias initialisation; under 0.5 for a channel they would remove)."""
+    probs = [m.gate(m.running_fr).view(-1, 2).softmax(-1)[:, 1] for _, m in gated_layers(model)]
+    return torch.cat(probs) if probs else torch.zeros(0)
+
+
 def set_temperature(model: nn.Module, tau: float) -> None:
     for _, m in gated_layers(model):
         m.tau = tau

@@ -6,15 +6,25 @@ without a cycle, the eval-mode decision at the running rate). Channels under 0.5
 ``cap`` of the group per step (30 % for the patch embedding, 50 % elsewhere [code]), the same
 count from each block of a grouped conv or of an attention's heads, and never a whole block.
 With ``target_keep``, a group whose channels are all above 0.5 still loses its least-kept ones
-until the net's channels are at the target [ours: the authors reach a budget through λ].
+until the net's channels are at the target [ours: the authors' ``--target-sparsity`` mode swaps the
+energy penalty for an MSE term toward the target, ``SparsityTargetTerm``, which ``train.py``
+imports but the published ``Spik4lite.py`` does not contain]; ``PruneReport.forced`` counts them.
 
 Compensation [ours, methods.md §2]: before slicing, each consumer's expected input from a removed
-channel (for a gated consumer its running firing rate times its gate's mean keep decision, the
-rate the layer really received; the mean input over ``batches`` for any other) times its
-weights, summed over the kernel, is folded into the consumer's bias, or, for a bias-free conv,
-into the running mean of the BatchNorm right after it (``mu -= d``, the BN shift: in eval
-``BN(y + d) = BN_{mu - d}(y)``; in training the batch statistics see the change directly), or
-into a new bias where there is neither.
+channel (the mean input over ``batches``, measured in eval mode, so for a gated consumer after its
+mask: what the layer really received; without batches, a gated consumer's running firing rate
+times its gate's mean keep decision) times its weights is folded into the consumer's bias, or, for
+a bias-free conv, into the running mean of the BatchNorm right after it (``mu -= d``, the BN
+shift: in eval ``BN(y + d) = BN_{mu - d}(y)``; in training the batch statistics see the change
+directly), or into a new bias where there is neither. Groups are removed one after another in
+the net's order, each measured on the net with the earlier removals made [ours: folds measured
+all on the unpruned net stack up wrongly; on the digits Spikingformer, removing half of every
+group at once, they cost accuracy where each alone recovers some]. For a conv the drive is the
+mean over output positions of the conv of the constant input, so padding and stride count [ours;
+methods.md sums the kernel, ignoring borders, which on the digits nets' 2x2 and 4x4 maps
+overstates it up to 2.25x]. A BatchNorm recalibration afterwards re-estimates the running means
+from the narrow net, so there the fold is superseded; it lasts where it went into a bias (a
+projection with bias, the classifier).
 """
 from __future__ import annotations
 
@@ -86,13 +96,24 @@ def _select(p: torch.Tensor, group: ChannelGroup, limit: int, threshold: float) 
     return (order + torch.arange(group.blocks).unsqueeze(1) * per).flatten().sort().values
 
 
+@dataclass
+class Observed:
+    """What compensation needs from one pass over calibration batches: each conv/linear's mean
+    input per channel, its input's spatial size (convs), and the BatchNorm right after it."""
+
+    means: dict[str, torch.Tensor] = field(default_factory=dict)
+    sizes: dict[str, tuple[int, int]] = field(default_factory=dict)
+    following: dict[str, str] = field(default_factory=dict)
+
+
 @torch.no_grad()
 def _observe(model: nn.Module, x: torch.Tensor,
-             batches: list[torch.Tensor] | None) -> tuple[dict[str, torch.Tensor], dict[str, str]]:
-    """Mean input per channel of every conv/linear over ``batches`` (eval mode), and which
-    BatchNorm runs right after each of them."""
+             batches: list[torch.Tensor] | None) -> Observed:
+    """Mean input per channel of every conv/linear over ``batches`` (eval mode), the spatial size
+    of each conv's input, and which BatchNorm runs right after each of them."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
+    sizes: dict[str, tuple[int, int]] = {}
     order: list[str] = []
     handles = []
     for name, module in model.named_modules():
@@ -106,6 +127,8 @@ def _observe(model: nn.Module, x: torch.Tensor,
                 return
             s = args[0]
             dim = 2 if isinstance(mod, nn.Conv2d) else s.dim() - 1
+            if isinstance(mod, nn.Conv2d):
+                sizes[owner] = (s.shape[-2], s.shape[-1])
             mean = s.movedim(dim, 0).flatten(1).mean(1)
             sums[owner] = sums.get(owner, 0) + mean
             counts[owner] = counts.get(owner, 0) + 1
@@ -128,16 +151,26 @@ def _observe(model: nn.Module, x: torch.Tensor,
     for a, b in zip(order, order[1:], strict=False):
         if isinstance(_unwrapped(model.get_submodule(b)), nn.modules.batchnorm._BatchNorm):
             following.setdefault(a, b)
-    return {k: v / counts[k] for k, v in sums.items()}, following
+    return Observed({k: v / counts[k] for k, v in sums.items()}, sizes, following)
 
 
-def _contribution(layer: nn.Module, removed: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
-    """``Σ_{c removed} W[:, c] · mean[c]``, summed over a conv's kernel (borders ignored)."""
+def _contribution(layer: nn.Module, removed: torch.Tensor, mean: torch.Tensor,
+                  size: tuple[int, int] | None = None) -> torch.Tensor:
+    """``Σ_{c removed} W[:, c] · mean[c]``, per output channel. For a conv whose input size is
+    known, the exact mean over output positions of the conv of that constant input, borders and
+    stride included [ours: on the 2x2 and 4x4 maps of the digits nets a 3x3 kernel's border taps
+    read padding at most positions, so the whole kernel's sum overstates the drive up to 2.25x];
+    else the kernel's sum (methods.md: borders ignored)."""
     if isinstance(layer, nn.Linear):
         return layer.weight[:, removed] @ mean[removed]
-    z = torch.zeros(1, layer.in_channels, 1, 1, dtype=layer.weight.dtype)
-    z[0, removed, 0, 0] = mean[removed].to(z.dtype)
-    return F.conv2d(z, layer.weight.sum((2, 3), keepdim=True), groups=layer.groups).flatten()
+    h, w = size or (1, 1)
+    z = torch.zeros(1, layer.in_channels, h, w, dtype=layer.weight.dtype)
+    z[0, removed] = mean[removed].to(z.dtype).view(-1, 1, 1)
+    if size is None:
+        return F.conv2d(z, layer.weight.sum((2, 3), keepdim=True), groups=layer.groups).flatten()
+    out = F.conv2d(z, layer.weight, None, layer.stride, layer.padding, layer.dilation,
+                   layer.groups)
+    return out.mean((0, 2, 3))
 
 
 @torch.no_grad()
@@ -153,7 +186,6 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
     groups = channel_groups(model, x)
     if not any(isinstance(m, GatedLayer) for m in model.modules()):
         raise UsageError("the model has no Spik4lite gates", hint="call spik4lite.wrap first")
-    means, following = _observe(model, x, batches)
     total = sum(g.width for g in groups)
     report = PruneReport(total, total)
     budget = None if target_keep is None else total - round(target_keep * total)
@@ -168,10 +200,13 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
     if budget is not None:
         plans = _to_budget(model, plans, budget, report, cap, embedding_cap)
     plans = _trial(model, plans, x, report)
+    observed = _observe(model, x, batches) if compensate else None
     for group, removed in plans:
         if len(removed):
-            report.compensated += _remove(model, group, removed, optimizer,
-                                          means if compensate else None, following)
+            if compensate and batches and report.removed:  # measured on the net as it is now:
+                # a fold computed before an earlier removal assumes rates that removal changed
+                observed = _observe(model, x, batches)
+            report.compensated += _remove(model, group, removed, optimizer, observed)
             report.removed[group.names("out")[0]] = len(removed)
             report.channels_after -= len(removed)
     return report
@@ -183,7 +218,7 @@ def _runs(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]],
     trial = copy.deepcopy(model)
     for group, removed in plans:
         if len(removed):
-            _remove(trial, group, removed, None, None, {})
+            _remove(trial, group, removed, None, None)
     try:
         functional.reset_net(trial)
         trial.eval()(x)
@@ -247,20 +282,19 @@ def _rank(model: nn.Module, group: ChannelGroup) -> torch.Tensor:
 
 @torch.no_grad()
 def _remove(model: nn.Module, group: ChannelGroup, removed: torch.Tensor,
-            optimizer: torch.optim.Optimizer | None, means: dict[str, torch.Tensor] | None,
-            following: dict[str, str]) -> int:
-    """Slice the group; with ``means`` (None: no compensation), fold what went into the
+            optimizer: torch.optim.Optimizer | None, observed: Observed | None) -> int:
+    """Slice the group; with ``observed`` (None: no compensation), fold what went into the
     consumers."""
     keep = torch.tensor([c for c in range(group.width) if c not in set(removed.tolist())])
     shifts: dict[str, torch.Tensor] = {}
-    for name in group.names("in") if means is not None else ():
+    for name in group.names("in") if observed is not None else ():
         module = model.get_submodule(name)
-        if isinstance(module, GatedLayer) and bool(module.seen):
-            mean = module.running_fr * _gate_keep(module)  # the rate the layer really saw
-        else:
-            mean = means.get(name)
+        mean = observed.means.get(name)  # measured in eval: for a gated layer, after its mask
+        if mean is None and isinstance(module, GatedLayer) and bool(module.seen):
+            mean = module.running_fr * _gate_keep(module)  # no batches: the training rate
         if mean is not None:
-            shifts[name] = _contribution(_unwrapped(module), removed, mean)
+            shifts[name] = _contribution(_unwrapped(module), removed, mean,
+                                         observed.sizes.get(name))
     outs = set(group.names("out"))
     for member in group.members:
         if member.role == "in":
@@ -269,7 +303,8 @@ def _remove(model: nn.Module, group: ChannelGroup, removed: torch.Tensor,
         if member.role == "out":
             cut_out(_unwrapped(model.get_submodule(member.name)), keep, optimizer)
     for name, d in shifts.items():
-        _fold(model, name, d[keep] if name in outs else d, following.get(name), optimizer)
+        _fold(model, name, d[keep] if name in outs else d, observed.following.get(name),
+              optimizer)
     return len(shifts)
 
 
