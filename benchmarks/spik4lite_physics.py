@@ -12,7 +12,8 @@ not shrink with the channel count. This part shows which regime each size is in:
   removed until the budget; random weights: the latency of a dense graph does not depend on them);
 - latency: batch 1, one thread, interleaved rounds (median of per-round medians, min-max);
 - per operator type, from ONNX Runtime's own profiler (``SessionOptions.enable_profiling``,
-  every node's kernel time, the warm-up run left out): nodes, microseconds per run, share; the
+  every node's kernel time, the warm-up run left out, each node's median over the runs so a
+  preempted run does not count): nodes, microseconds per run, share; the
   "compute" share is the time in Conv / MatMul / Gemm, the ops whose cost scales with the
   channels removed; the rest is per-node cost that removal does not touch.
 """
@@ -33,7 +34,7 @@ from edgekit.methods.spik4lite import build_cifar_model, prune, unwrap, wrap
 from edgekit.registry import create_model
 
 COMPUTE_OPS = ("Conv", "MatMul", "Gemm", "FusedConv", "FusedMatMul", "FusedGemm")
-PROFILE_RUNS = 20
+PROFILE_RUNS = 30
 
 
 def nets() -> dict[str, Any]:
@@ -71,16 +72,17 @@ def op_profile(path: Path, feed: dict[str, Any], runs: int = PROFILE_RUNS) -> di
         events = json.loads(Path(session.end_profiling()).read_text())
     model_runs = sorted((e for e in events if e.get("name") == "model_run"), key=lambda e: e["ts"])
     start = model_runs[1]["ts"]  # the first run is a warm-up
-    by_op: dict[str, dict[str, float]] = defaultdict(lambda: {"nodes": 0, "us": 0.0})
+    durations: dict[str, list[float]] = defaultdict(list)
     nodes: dict[str, str] = {}
     for e in events:
         if e.get("cat") != "Node" or not e["name"].endswith("_kernel_time") or e["ts"] < start:
             continue
-        op = e["args"]["op_name"]
-        nodes[e["name"]] = op
-        by_op[op]["us"] += e["dur"] / runs
-    for op in nodes.values():
+        nodes[e["name"]] = e["args"]["op_name"]
+        durations[e["name"]].append(e["dur"])
+    by_op: dict[str, dict[str, float]] = defaultdict(lambda: {"nodes": 0, "us": 0.0})
+    for name, op in nodes.items():  # a node's median over the runs: a preempted run is ignored
         by_op[op]["nodes"] += 1
+        by_op[op]["us"] += median(durations[name])
     kernel_us = sum(v["us"] for v in by_op.values())
     compute_us = sum(v["us"] for op, v in by_op.items() if op in COMPUTE_OPS)
     run_us = median([e["dur"] for e in model_runs[1:]])
@@ -146,6 +148,6 @@ def table_rows(result: dict[str, Any]) -> list[list[Any]]:
     return out
 
 
-HEADER = ["net", "keep", "params", "FLOPs", "ORT nodes", "µs per node", "ORT ms", "Conv/MatMul/Gemm share",
-          "top ops by kernel time (nodes)"]
+HEADER = ["net", "keep", "params", "FLOPs", "ORT nodes", "µs per node", "ORT ms",
+          "Conv/MatMul/Gemm share", "top ops by kernel time (nodes)"]
 
