@@ -14,12 +14,19 @@ Runtime, and what compensation buys right after a removal.
   channels are removed to keep 0.5 on copies three ways: plain slicing, with the compensation
   fold, and with the fold plus BatchNorm recalibration on 4 batches.
 
+- Where the time goes (``--part physics``, ``spik4lite_physics.py``): the digits nets and the
+  paper's CIFAR Spikingformer-4-384, dense and pruned to keep 0.5 without training, with ONNX
+  Runtime's per-operator profile: at digits size per-node costs dominate, so halving the widths
+  cannot halve the latency; at CIFAR size the convolutions and matmuls do. Written to
+  ``results/spik4lite_physics.json``.
+
 Targets (issue 18) at keep 0.5: ONNX Runtime latency at least 1.6x lower than keep 1.0, at most
 1.0 point of accuracy lost, and compensation recovering at least half of what plain removal
 loses right after removal.
 
-    python benchmarks/spik4lite.py [--rounds 5] [--epochs 30] [--cycles 3]
-                                   [--models spikingresformer spikingformer] [--keeps 1.0 0.5 ...]
+    python benchmarks/spik4lite.py [--part all|sweep|physics] [--rounds 5] [--epochs 30]
+                                   [--cycles 3] [--models spikingresformer spikingformer]
+                                   [--keeps 1.0 0.5 ...]
 """
 from __future__ import annotations
 
@@ -30,6 +37,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import spik4lite_physics
 import torch
 from common import export_module, markdown_table, median, run_rounds, write_result
 
@@ -98,8 +106,33 @@ def main() -> None:
     parser.add_argument("--keeps", nargs="+", type=float, default=list(KEEPS),
                         help="must include 1.0 and 0.5 (the targets compare them)")
     parser.add_argument("--min-time", type=float, default=0.5)
+    parser.add_argument("--part", choices=("all", "sweep", "physics"), default="all",
+                        help="sweep: the trained keep sweep; physics: where ONNX Runtime's time "
+                             "goes, digits and CIFAR size, untrained (no training, minutes)")
+    parser.add_argument("--physics-nets", nargs="+", choices=list(spik4lite_physics.nets()),
+                        help="physics: only these nets (default: all three)")
     args = parser.parse_args()
     torch.set_num_threads(1)
+    if args.part in ("all", "physics"):
+        physics(args)
+    if args.part in ("all", "sweep"):
+        sweep(args)
+
+
+def physics(args: argparse.Namespace) -> None:
+    result = spik4lite_physics.measure(args.rounds, args.min_time, only=args.physics_nets)
+    print(markdown_table(spik4lite_physics.HEADER, spik4lite_physics.table_rows(result)))
+    for label, v in result["speedups"].items():
+        print(label, {k: round(x, 3) if isinstance(x, float) else x for k, x in v.items()})
+    write_result("spik4lite_physics", {
+        "settings": {"rounds": args.rounds, "threads": 1, "batch": 1, "min_time": args.min_time,
+                     "profile_runs": spik4lite_physics.PROFILE_RUNS,
+                     "load_average_1min": result.pop("load_average_1min"),
+                     "cpus": os.cpu_count()},
+        **result, "target_ort_speedup": TARGET_SPEEDUP})
+
+
+def sweep(args: argparse.Namespace) -> None:
     dataset = load_dataset(split_name(args.models[0])[0].task)
     workdir = Path(tempfile.mkdtemp(prefix="spik4lite-bench-"))
     rows: dict[tuple[str, float], dict[str, Any]] = {}

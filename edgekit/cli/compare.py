@@ -35,7 +35,27 @@ from edgekit.provenance import report_document
 CSV_COLUMNS = ("name", "family", "precision", "params", "flops_per_sample", "size_bytes",
                "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s",
                "energy_per_inference_j", "energy_source",
-               "peak_rss_mib", "pareto_latency", "pareto_energy")
+               "peak_rss_mib", "pareto_latency", "pareto_energy", "backend")
+SPIKING_COLUMNS = ("sops_per_sample", "firing_rate", "energy_45nm_j")
+
+
+class BackendList(click.ParamType):
+    """``onnxruntime`` or a comma-separated list such as ``onnxruntime,torch``."""
+
+    name = "BACKEND[,BACKEND...]"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> tuple[str, ...]:
+        if isinstance(value, tuple):
+            return value
+        names = tuple(v.strip() for v in str(value).split(","))
+        known = backend_names()
+        for name in names:
+            if name not in known:
+                self.fail(f"{name!r} is not one of {', '.join(known)}", param, ctx)
+        if len(set(names)) != len(names):
+            self.fail(f"{value!r} names a backend twice", param, ctx)
+        return names
 
 
 def format_score(metric: str, value: float) -> str:
@@ -47,20 +67,27 @@ def render_compare(result: dict[str, Any]) -> Table:
     device = result["device"]
     metric = result["metric"]
     by_precision = bool(result.get("precisions"))  # --precision: its column and the file size
+    by_backend = len(result.get("backends", ())) > 1
+    spiking = any("sops_per_sample" in r for r in result["rows"])
     table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
                   title_style="bold")
-    columns = ("", "model", *(("precision",) if by_precision else ()), metric, "params",
-               "MFLOPs", *(("KiB",) if by_precision else ()), "p50 ms", "p99 ms", "samples/s",
-               "mJ/inf")
+    columns = ("", "model", *(("precision",) if by_precision else ()),
+               *(("backend",) if by_backend else ()), metric, "params",
+               "MFLOPs", *(("MSOPs", "45nm µJ") if spiking else ()),
+               *(("KiB",) if by_precision else ()), "p50 ms", "p99 ms", "samples/s", "mJ/inf")
     for col in columns:
-        table.add_column(col, justify="left" if col in ("", "model", "precision") else "right")
+        left = col in ("", "model", "precision", "backend")
+        table.add_column(col, justify="left" if left else "right")
     for r in result["rows"]:
         mark = (("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
                 + ("!" if r.get("validated") is False else ""))
         energy = r["energy_per_inference_j"]
+        snn = ((f"{r['sops_per_sample'] / 1e6:.3f}", f"{r['energy_45nm_j'] * 1e6:.3f}")
+               if "sops_per_sample" in r else ("-", "-"))
         table.add_row(mark, r["name"], *((r["precision"],) if by_precision else ()),
+                      *((r["backend"],) if by_backend else ()),
                       format_score(metric, r[metric]), f"{r['params']:,}",
-                      f"{r['flops_per_sample'] / 1e6:.3f}",
+                      f"{r['flops_per_sample'] / 1e6:.3f}", *(snn if spiking else ()),
                       *((f"{r['size_bytes'] / 1024:.1f}",) if by_precision else ()),
                       f"{r['latency_p50_ms']:.3f}", f"{r['latency_p99_ms']:.3f}",
                       f"{r['throughput_per_s']:.0f}",
@@ -73,6 +100,8 @@ def to_csv(result: dict[str, Any]) -> str:
     columns = (*CSV_COLUMNS[:2], result["metric"], *CSV_COLUMNS[2:])
     if result.get("precisions"):
         columns = (*columns, "validated")
+    if any("sops_per_sample" in r for r in result["rows"]):
+        columns = (*columns, *SPIKING_COLUMNS)
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
     writer.writeheader()
     writer.writerows(result["rows"])
@@ -82,8 +111,10 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.command("compare")
 @click.argument("names", nargs=-1)
 @click.option("--device", help="Device profile (default: the detected one).")
-@click.option("--backend", type=click.Choice(backend_names()), default="onnxruntime",
-              show_default=True)
+@click.option("--backend", "backends", type=BackendList(), default="onnxruntime",
+              show_default=True,
+              help=f"One of {', '.join(backend_names())}, or several separated by commas "
+                   "(onnxruntime,torch): one row per model and backend.")
 @click.option("--batch", type=BATCH, default=1, show_default=True)
 @click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
 @click.option("--duration", type=SECONDS, default=1.0, show_default=True,
@@ -104,7 +135,7 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--from", "from_paths", type=click.Path(dir_okay=False), multiple=True,
               help="Merge this saved compare report (repeat it) instead of measuring.")
 @fleet_options
-def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int,
+def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...], batch: int,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
             data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
@@ -115,11 +146,13 @@ def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int
     With --fleet they are measured on every device kind of a fleet; with --from, saved reports
     are merged instead.
     """
-    settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
+    settings = ProfileSettings(backend=backends[0], device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy,
                                sysfs_root=sysfs_root)
     if (from_paths or fleet["fleet_scheduler"]) and precisions:
         raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
+    if (from_paths or fleet["fleet_scheduler"]) and len(backends) > 1:
+        raise UsageError("several backends apply to a compare run here, not to --from or a fleet")
     if from_paths or fleet["fleet_scheduler"]:
         compare_fleet_command(list(names), settings, from_paths=list(from_paths), data=data,
                               csv_path=csv_path, plot_path=plot_path, json_path=json_path,
@@ -127,11 +160,16 @@ def compare(names: tuple[str, ...], device: str | None, backend: str, batch: int
         return
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress,
-                             precisions=precisions)
+                             precisions=precisions, backends=backends)
     console.print(render_compare(result))
     metric = result["metric"] + ("" if result["higher_is_better"] else " (lower is better)")
     console.print(f"* on the {metric}-latency frontier, † on the {metric}-energy frontier; energy: "
                   + escape(", ".join(result["energy_sources"])))
+    spiking = [r for r in result["rows"] if "sops_per_sample" in r]
+    if spiking:
+        console.print(f"MSOPs, 45nm µJ: spiking rows, counted as 'edgekit simulate' counts them on "
+                      f"the first {spiking[0]['spiking_samples']} test samples; "
+                      f"{spiking[0]['energy_45nm_formula']}, Horowitz ISSCC 2014 45 nm")
     if any(r.get("validated") is False for r in result["rows"]):
         console.print("! outside the precision's tolerance against the FP32 reference (its "
                       f"{result['metric']} shows what that costs)")

@@ -5,7 +5,10 @@ Each NAME is what the CLI's TARGET is: a registry name, trained once per config 
 cached checkpoint); a checkpoint, used as it is; or an artifact folder, scored with the
 checkpoint it was exported from and profiled itself. Each is evaluated on the test split, then
 profiled with the same settings; rows on the accuracy-latency and accuracy-energy
-Pareto frontiers are marked.
+Pareto frontiers are marked. With several ``backends`` each name is profiled on each (one row per
+name and backend: a pruned net's latency in torch beside ONNX Runtime). A spiking net's row also
+carries its synaptic operations and 45 nm energy as ``edgekit simulate`` counts them
+(``compare/spiking.py``).
 """
 from __future__ import annotations
 
@@ -61,26 +64,36 @@ def _score(name: str, entry: ModelEntry, model: Any, dataset: Any) -> float:
 
 
 def _fields(name: str, entry: ModelEntry, dataset: Any, score: float, report: dict[str, Any],
-            ckpt_path: Path) -> dict[str, Any]:
+            ckpt_path: Path, spiking: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "family": entry.family, "metric": entry.task.metric,
             entry.task.metric: score, "dataset": dataset.name, "checkpoint": str(ckpt_path),
-            **measured_fields(report)}
+            "backend": report["backend"]["backend"], **measured_fields(report), **spiking}
+
+
+def _spiking(entry: ModelEntry, model: Any, dataset: Any) -> dict[str, Any]:
+    if not entry.spiking:
+        return {}
+    from edgekit.compare.spiking import spiking_fields
+
+    return spiking_fields(model, dataset.x_test)
 
 
 def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
-          progress: Progress | None,
-          precisions: Sequence[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """The rows of one name (one per precision) and the precisions refused for it."""
+          progress: Progress | None, precisions: Sequence[str] | None,
+          backends: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The rows of one name (one per precision or backend) and the precisions refused for it."""
     entry, variant, ckpt_path = resolve_name(name)
     dataset = load_dataset(entry.task, data)
     if ckpt_path is None:
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
+    model, _ = load_checkpoint(ckpt_path)
+    spiking = _spiking(entry, model, dataset)
     if precisions is None:
-        model, _ = load_checkpoint(ckpt_path)
         score = _score(name, entry, model, dataset)
         target = name if Path(name).is_dir() else str(ckpt_path)
-        return [_fields(name, entry, dataset, score, profile(target, settings, progress=progress),
-                        ckpt_path)], []
+        return [_fields(name, entry, dataset, score,
+                        profile(target, replace(settings, backend=b), progress=progress),
+                        ckpt_path, spiking) for b in backends], []
     from edgekit.compare.precision import precision_artifacts
 
     rows = []
@@ -90,20 +103,28 @@ def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
         for m in made:
             report = profile(str(m["folder"]), replace(settings, precision=m["precision"]),
                              progress=progress)
-            rows.append({**_fields(name, entry, dataset, m["score"], report, ckpt_path),
-                         "validated": m["validated"]})
+            rows.append({**_fields(name, entry, dataset, m["score"], report, ckpt_path,
+                                   spiking), "validated": m["validated"]})
     return rows, refused
 
 
 def compare(names: Sequence[str],
             settings: ProfileSettings = ProfileSettings(),  # noqa: B008  (frozen dataclass)
             data: str | Path | None = None, progress: Progress | None = None,
-            precisions: Sequence[str] | None = None) -> dict[str, Any]:
+            precisions: Sequence[str] | None = None,
+            backends: Sequence[str] | None = None) -> dict[str, Any]:
     """Rows for each name, checkpoint or artifact folder (in order) with ``pareto_latency`` /
     ``pareto_energy`` flags; with ``precisions``, one row per name and precision (ONNX Runtime
-    artifacts of each), the fronts drawn across all of them."""
+    artifacts of each); with ``backends`` (default: ``settings.backend`` alone), one row per
+    name and backend. The fronts are drawn across all rows."""
     if not names:
         raise UsageError("compare needs at least one model name")
+    backends = tuple(backends or (settings.backend,))
+    twice = sorted({b for b in backends if backends.count(b) > 1})
+    if twice:
+        raise UsageError(f"--backend names {twice[0]} twice")
+    if precisions is not None and len(backends) > 1:
+        raise UsageError("--precision compares ONNX Runtime artifacts; give one --backend")
     if precisions is not None:
         from edgekit.compare.precision import check_backend, parse_precisions
 
@@ -126,7 +147,7 @@ def compare(names: Sequence[str],
     task = next(iter(tasks.values()))
     rows, refused = [], []
     for n in names:
-        made, skipped = _rows(n, settings, data, progress, precisions)
+        made, skipped = _rows(n, settings, data, progress, precisions, backends)
         rows += made
         refused += skipped
     if not rows:
@@ -138,7 +159,8 @@ def compare(names: Sequence[str],
         for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows]), strict=False):
             row[flag] = on_front
     sources = sorted({r["energy_source"] for r in rows})
-    return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": settings.backend,
+    return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": ", ".join(backends),
+            "backends": list(backends),
             "metric": task.metric, "higher_is_better": task.higher_is_better,
             "energy_sources": sources, "precisions": list(precisions or []),
             "refused": refused}
