@@ -228,3 +228,15 @@ def test_schedule_runs_end_to_end_and_records_the_gates():
     (removal,) = record["removals"]
     assert record["channels_after"] < record["channels_before"]
     assert 0 <= removal["forced"] <= removal["channels_before"] - removal["channels_after"]
+
+
+def test_train_says_the_keep_reached_and_warns_when_the_caps_stop_short(capsys):
+    from edgekit.methods.spik4lite.cli import say_keep
+    record = {"keep": 0.5, "target_keep": 0.35, "channels_before": 200, "channels_after": 100}
+    say_keep(record, cycles=1)
+    out, err = capsys.readouterr()
+    assert "kept 100 of 200" in out and "target 0.35" in out
+    assert "not reached" in err and "--cycles" in err
+    say_keep({**record, "target_keep": 0.5}, cycles=3)
+    out, err = capsys.readouterr()
+    assert "kept 100 of 200" in out and err == ""

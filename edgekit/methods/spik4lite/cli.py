@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from edgekit.bounds import COUNT, KEEP_FRACTION, NON_NEGATIVE
+from edgekit.cli.common import console, err_console
 from edgekit.errors import UsageError
 from edgekit.methods import TrainMode
 from edgekit.methods.spik4lite.trainer import LAMBDA, PAPER_LAMBDA, Schedule, train_spik4lite
@@ -33,9 +34,22 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
 
     def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
         epochs = kwargs.pop("epochs", None) or entry.train.epochs
-        return train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
-                               schedule=Schedule.split(epochs, cycles), **kwargs)
+        result = train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
+                                 schedule=Schedule.split(epochs, cycles), **kwargs)
+        say_keep(result.details["spik4lite"], cycles)
+        return result
     return functools.update_wrapper(trainer, train_spik4lite)
+
+
+def say_keep(record: Mapping[str, Any], cycles: int) -> None:
+    """The keep reached, and a warning when the per-step caps stopped short of the target."""
+    reached, target = record["keep"], record["target_keep"]
+    console.print(f"spik4lite: kept {record['channels_after']} of {record['channels_before']} "
+                  f"prunable channels ({reached:.3f}; target {target})")
+    if reached > target + 0.02:
+        err_console.print(f"[yellow]warning:[/yellow] the target keep {target} was not reached "
+                          f"in {cycles} removal cycle(s): one step removes at most half of a "
+                          f"channel group (30 % in the tokenizer); give more --cycles")
 
 
 TRAIN_MODES = [TrainMode(options=(
