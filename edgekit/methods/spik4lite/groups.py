@@ -32,6 +32,7 @@ from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.methods.spik4lite.gates import GatedLayer
+from edgekit.methods.spik4lite.probe import probe_forward
 from edgekit.spiking.layers import functional, neuron
 
 PRUNABLE = (nn.Conv2d, nn.Linear, nn.modules.batchnorm._BatchNorm)
@@ -95,13 +96,7 @@ def _before_attention(model: nn.Module, x: torch.Tensor) -> set[str]:
     order: list[str] = []
     handles = [m.register_forward_pre_hook(lambda mod, args, name=name: order.append(name))
                for name, m in model.named_modules() if name]
-    try:
-        functional.reset_net(model)
-        model(x)
-    finally:
-        for h in handles:
-            h.remove()
-        functional.reset_net(model)
+    probe_forward(model, x, handles)
     for i, name in enumerate(order):
         heads = getattr(model.get_submodule(name), "heads", None)
         if isinstance(heads, int) and not isinstance(heads, bool):

@@ -16,6 +16,7 @@ from torch import nn
 
 from edgekit.errors import UsageError
 from edgekit.methods.spik4lite.gates import GatedLayer, gated_layers
+from edgekit.methods.spik4lite.probe import probe_forward
 from edgekit.spiking.layers import functional, is_spiking
 
 
@@ -50,13 +51,9 @@ def spike_fed_layers(model: nn.Module, x: torch.Tensor | None = None) -> list[st
     model.train()
     saved = _bn_state(model)
     try:
-        functional.reset_net(model)
-        model(x)
+        probe_forward(model, x, handles)
     finally:
-        for h in handles:
-            h.remove()
         _restore_bn(model, saved)
-        functional.reset_net(model)
         model.train(was_training)
     return [n for n, ok in binary.items() if ok]
 
