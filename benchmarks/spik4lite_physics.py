@@ -44,11 +44,19 @@ def nets() -> dict[str, Any]:
             "cifar spikingformer-4-384": build_cifar_model}
 
 
-def forced(model: torch.nn.Module, keep: float) -> torch.nn.Module:
-    """``model`` pruned to ``keep`` of its prunable channels without training."""
+def forced(model: torch.nn.Module, keep: float, steps: int = 6) -> torch.nn.Module:
+    """``model`` pruned to ``keep`` of its prunable channels without training, in as many
+    removal steps as the per-step caps need (as the trainer's cycles do; at most ``steps``)."""
     x = torch.rand((4, *model.input_shape), generator=torch.Generator().manual_seed(0))
     wrap(model, x)
-    prune(model, x, target_keep=keep)
+    width = current = None
+    for _ in range(steps):
+        goal = keep if width is None else min(1.0, keep * width / current)
+        report = prune(model, x, target_keep=goal)
+        width = width or report.channels_before
+        if report.channels_after == current or report.channels_after <= keep * width + 1:
+            break
+        current = report.channels_after
     unwrap(model)
     return model.eval()
 
