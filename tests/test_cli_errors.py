@@ -196,7 +196,10 @@ def test_an_interrupt_while_listing_commands_exits_130(monkeypatch):
 def test_sigint_during_start_up_is_one_line_exit_130():
     """A real SIGINT while --help imports the methods to list their commands (before any command
     runs): the entry point itself reports it."""
+    # a parent that ignores SIGINT (a background job, some CI runners) passes that on, and Python
+    # then installs no KeyboardInterrupt handler: restore Python's own, as in a terminal
     code = ("import os, signal, sys; sys.argv = ['edgekit', '--help'];"
+            "signal.signal(signal.SIGINT, signal.default_int_handler);"
             "from edgekit.cli import main;"
             "import edgekit.cli as c; orig = c._method_commands.__wrapped__;"
             "c._method_commands = lambda: (os.kill(os.getpid(), signal.SIGINT), orig())[1];"

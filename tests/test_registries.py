@@ -98,7 +98,8 @@ def test_every_backend_is_a_cli_choice_with_the_settings_it_declares(spec):
     from edgekit.cli.profile import profile as profile_cmd
 
     assert spec.name in _choices(profile_cmd, "backend")
-    assert spec.name in _choices(compare, "backend")
+    backends = next(p for p in compare.params if p.name == "backends")  # a comma list
+    assert backends.type.convert(spec.name, backends, None) == (spec.name,)
     assert set(spec.providers) <= set(_choices(profile_cmd, "provider"))
     for provider in spec.providers:
         ProfileSettings(backend=spec.name, provider=provider)
