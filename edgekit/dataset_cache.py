@@ -9,6 +9,7 @@ digest of the code that builds the data into it (``source_digest``).
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import zipfile
@@ -58,11 +59,10 @@ def cached_dataset(name: str, key: str, build: Callable[[], Dataset]) -> Dataset
     buffer = io.BytesIO()
     np.savez(buffer, **{a: getattr(data, a) for a in ARRAYS})
     payload = buffer.getvalue()
-    try:
+    # a home that cannot take the copy costs the next process a rebuild, never this one its data
+    with contextlib.suppress(OSError, UsageError):
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, payload)
         atomic_write_json(record, {"sha256": hashlib.sha256(payload).hexdigest(),
                                    "digest": data.digest, "arrays": list(ARRAYS)})
-    except (OSError, UsageError):
-        pass
     return data

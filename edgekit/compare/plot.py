@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from edgekit.compare.pareto import frontier
 from edgekit.fileio import atomic_write_bytes
@@ -12,23 +12,59 @@ from edgekit.fileio import atomic_write_bytes
 MARKERS = {"fp32": "o", "fp16": "s", "int8": "^"}  # precision by marker shape; others: circles
 
 
-def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
+class Figure(NamedTuple):
+    """A metric-against-cost figure: one panel for latency and, where known, one for energy."""
+    plt: Any
+    fig: Any
+    panels: list[tuple[Any, str, str, float]]  # (axes, row key, x label, x scale)
+    scale_y: float  # accuracy in %, error metrics as they are
+    unit: str
+    sign: float  # +1 where higher is better: the Pareto front maximises sign * metric
+
+
+def metric_figure(result: dict[str, Any]) -> Figure:
+    """The panels of a compare-shaped result (shared by compare's plot and the fleet's)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    metric = result["metric"]
-    scale_y, unit = (100.0, " (%)") if metric == "accuracy" else (1.0, "")
-    sign = 1.0 if result["higher_is_better"] else -1.0
-    panels = [("latency_p50_ms", "median latency (ms)", "pareto_latency")]
+    scale_y, unit = (100.0, " (%)") if result["metric"] == "accuracy" else (1.0, "")
+    keys = [("latency_p50_ms", "median latency (ms)", 1.0)]
     if any(not math.isnan(r["energy_per_inference_j"]) for r in rows):
-        energy_label = "energy per inference (mJ, " + ", ".join(result["energy_sources"]) + ")"
-        panels.append(("energy_per_inference_j", energy_label, "pareto_energy"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8), squeeze=False)
-    for ax, (key, label, flag) in zip(axes[0], panels, strict=False):
-        scale = 1e3 if key.startswith("energy") else 1.0
+        keys.append(("energy_per_inference_j", "energy per inference (mJ, "
+                     + ", ".join(result["energy_sources"]) + ")", 1e3))
+    fig, axes = plt.subplots(1, len(keys), figsize=(6.5 * len(keys), 4.8), squeeze=False)
+    panels = [(ax, *k) for ax, k in zip(axes[0], keys, strict=True)]
+    return Figure(plt, fig, panels, scale_y, unit, 1.0 if result["higher_is_better"] else -1.0)
+
+
+def label_axes(ax: Any, label: str, result: dict[str, Any], unit: str) -> None:
+    """Log cost axis, the metric on its dataset, a light grid."""
+    rows, metric = result["rows"], result["metric"]
+    ax.set_xscale("log")
+    ax.set_xlabel(label)
+    ax.set_ylabel(f"{metric} on {rows[0]['dataset']}{unit}" if rows else metric)
+    ax.grid(True, which="both", alpha=0.3)
+
+
+def save_figure(figure: Figure, title: str, path: str | Path) -> Path:
+    figure.fig.suptitle(title)
+    figure.fig.tight_layout()
+    buf = io.BytesIO()
+    figure.fig.savefig(buf, format="png", dpi=120)
+    figure.plt.close(figure.fig)
+    return atomic_write_bytes(path, buf.getvalue())
+
+
+def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
+    rows, metric = result["rows"], result["metric"]
+    figure = metric_figure(result)
+    scale_y, unit, sign = figure.scale_y, figure.unit, figure.sign
+    flags = {"latency_p50_ms": "pareto_latency", "energy_per_inference_j": "pareto_energy"}
+    for ax, key, label, scale in figure.panels:
+        flag = flags[key]
         xs = [r[key] * scale for r in rows]
         ys = [r[metric] * scale_y for r in rows]
         for precision in dict.fromkeys(r.get("precision", "fp32") for r in rows):
@@ -49,14 +85,6 @@ def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
             ax.step(fx, fy, where="post", color="tab:red", alpha=0.6, label="Pareto frontier")
         if front or result.get("precisions"):
             ax.legend(loc="lower right" if sign > 0 else "upper right")
-        ax.set_xscale("log")
-        ax.set_xlabel(label)
-        ax.set_ylabel(f"{metric} on {rows[0]['dataset']}{unit}")
-        ax.grid(True, which="both", alpha=0.3)
+        label_axes(ax, label, result, unit)
     device = result["device"]
-    fig.suptitle(f"{device['display_name']} · backend {result['backend']}")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=120)
-    plt.close(fig)
-    return atomic_write_bytes(path, buf.getvalue())
+    return save_figure(figure, f"{device['display_name']} · backend {result['backend']}", path)
