@@ -72,6 +72,17 @@ def test_hover_text_carries_figures_and_provenance(page: str) -> None:
     assert row["energy_source"] in page  # energy's: measured or estimated
 
 
+def test_compare_table_has_the_spiking_columns(page: str) -> None:
+    """The page's compare table carries what the CLI table does: MSOPs and 45 nm energy on the
+    spiking rows, a dash on the others."""
+    compare = json.loads((DATA / "compare.json").read_text())
+    snn = next(r for r in compare["rows"] if "sops_per_sample" in r)
+    assert "<th>MSOPs</th>" in page and "<th>45nm µJ</th>" in page
+    assert f"<td>{snn['sops_per_sample'] / 1e6:.3f}</td>" in page
+    assert f"<td>{snn['energy_45nm_j'] * 1e6:.3f}</td>" in page
+    assert f"{snn['sops_per_sample'] / 1e6:.4g} MSOPs per sample" in page  # the hover
+
+
 def test_text_is_escaped(tmp_path: Path) -> None:
     doc = json.loads((DATA / "validate.json").read_text())
     doc["artifact"] = "<script>alert(1)</script>"

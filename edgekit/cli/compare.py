@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from typing import Any
 
 import click
@@ -25,6 +24,7 @@ from edgekit.cli.common import (
 from edgekit.cli.fleet import compare_fleet_command, fleet_options
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
+from edgekit.compare.table import cells, columns
 from edgekit.energy import METER_NAMES
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text
@@ -58,40 +58,14 @@ class BackendList(click.ParamType):
         return names
 
 
-def format_score(metric: str, value: float) -> str:
-    """Accuracy as a percentage; error metrics (MPJPE in mm) as they are."""
-    return f"{value * 100:.2f}%" if metric == "accuracy" else f"{value:.1f}"
-
-
 def render_compare(result: dict[str, Any]) -> Table:
-    device = result["device"]
-    metric = result["metric"]
-    by_precision = bool(result.get("precisions"))  # --precision: its column and the file size
-    by_backend = len(result.get("backends", ())) > 1
-    spiking = any("sops_per_sample" in r for r in result["rows"])
-    table = Table(title=f"compare on {device['display_name']} · backend {result['backend']}",
-                  title_style="bold")
-    columns = ("", "model", *(("precision",) if by_precision else ()),
-               *(("backend",) if by_backend else ()), metric, "params",
-               "MFLOPs", *(("MSOPs", "45nm µJ") if spiking else ()),
-               *(("KiB",) if by_precision else ()), "p50 ms", "p99 ms", "samples/s", "mJ/inf")
-    for col in columns:
+    table = Table(title=f"compare on {result['device']['display_name']} · backend "
+                        f"{result['backend']}", title_style="bold")
+    for col in columns(result):
         left = col in ("", "model", "precision", "backend")
         table.add_column(col, justify="left" if left else "right")
     for r in result["rows"]:
-        mark = (("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
-                + ("!" if r.get("validated") is False else ""))
-        energy = r["energy_per_inference_j"]
-        snn = ((f"{r['sops_per_sample'] / 1e6:.3f}", f"{r['energy_45nm_j'] * 1e6:.3f}")
-               if "sops_per_sample" in r else ("-", "-"))
-        table.add_row(mark, r["name"], *((r["precision"],) if by_precision else ()),
-                      *((r["backend"],) if by_backend else ()),
-                      format_score(metric, r[metric]), f"{r['params']:,}",
-                      f"{r['flops_per_sample'] / 1e6:.3f}", *(snn if spiking else ()),
-                      *((f"{r['size_bytes'] / 1024:.1f}",) if by_precision else ()),
-                      f"{r['latency_p50_ms']:.3f}", f"{r['latency_p99_ms']:.3f}",
-                      f"{r['throughput_per_s']:.0f}",
-                      "-" if math.isnan(energy) else f"{energy * 1e3:.4f}")
+        table.add_row(*cells(result, r))
     return table
 
 

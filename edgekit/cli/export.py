@@ -206,7 +206,7 @@ def _show_precision(result: Any) -> None:
                   f"reference on {result.validation.inputs}", markup=False, highlight=False)
     acc = m["accuracy"]
     if acc.get("value") is not None:
-        from edgekit.cli.compare import format_score
+        from edgekit.compare.table import format_score
 
         change = acc["change"] * (100 if acc["metric"] == "accuracy" else 1)
         unit = " points" if acc["metric"] == "accuracy" else ""

@@ -84,7 +84,7 @@ def _print_failures(failures: list[dict[str, Any]]) -> None:
 
 
 def render_fleet_compare(result: dict[str, Any]) -> Table:
-    from edgekit.cli.compare import format_score
+    from edgekit.compare.table import format_score
 
     metric = result["metric"]
     table = Table(title=f"compare on {len(result['devices'])} devices · backend "

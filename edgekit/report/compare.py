@@ -10,6 +10,7 @@ from html import escape
 from typing import Any
 
 from edgekit.compare.pareto import frontier
+from edgekit.compare.table import cells, columns
 from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt, number
 from edgekit.schema import ANY_OBJECT, BOOL, NUMBER, STR, ListOf, Object
 
@@ -48,6 +49,10 @@ def _hover(row: dict[str, Any], doc: dict[str, Any]) -> str:
         " (counted)",
         f"peak RSS {fmt(row['peak_rss_mib'], '.1f')} MiB (measured)",
     ]
+    if "sops_per_sample" in row:
+        lines.append(f"{fmt(row['sops_per_sample'], '.4g', 1e-6)} MSOPs per sample, "
+                     f"{fmt(row['energy_45nm_j'], '.4g', 1e6)} µJ at 45 nm (counted as "
+                     "'edgekit simulate' counts them)")
     return "<br>".join(lines)
 
 
@@ -84,6 +89,12 @@ def _plot(doc: dict[str, Any], key: str, scale: float, label: str, flag: str,
     return Figure(name, fig)
 
 
+def _table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The CLI's compare table (``edgekit/compare/table.py``) plus where each energy came from."""
+    return ([*columns(doc), "energy source"],
+            [[*cells(doc, r, dash="–"), r["energy_source"]] for r in doc["rows"]])
+
+
 def render(results: list[Result]) -> list[Block]:
     blocks: list[Block] = []
     for i, result in enumerate(results):
@@ -92,16 +103,10 @@ def render(results: list[Result]) -> list[Block]:
         device = doc["device"]["display_name"]
         blocks.append(Note(f"{len(doc['rows'])} models on {device}, backend {doc['backend']}; "
                            f"energy: {', '.join(doc['energy_sources'])} ({result.path})"))
-        rows = [["*" * r["pareto_latency"] + "†" * r["pareto_energy"], r["name"],
-                 _score(metric, r[metric]), f"{r['params']:,}",
-                 fmt(r["flops_per_sample"], ".3f", 1e-6), fmt(r["latency_p50_ms"], ".3f"),
-                 fmt(r["latency_p99_ms"], ".3f"), fmt(r["throughput_per_s"], ".0f"),
-                 fmt(r["energy_per_inference_j"], ".4f", 1e3), r["energy_source"]]
-                for r in doc["rows"]]
-        blocks.append(Table(["", "model", metric, "params", "MFLOPs", "p50 ms", "p99 ms",
-                             "samples/s", "mJ/inf", "energy source"], rows,
+        header, rows = _table(doc)
+        blocks.append(Table(header, rows,
                             caption=f"* on the {metric}-latency front, † on the {metric}-energy "
-                                    "front"))
+                                    "front, ! failed validation"))
         blocks.append(_plot(doc, "latency_p50_ms", 1.0, "median latency (ms)", "pareto_latency",
                             f"compare-{i}-latency"))
         if any(number(r["energy_per_inference_j"]) is not None for r in doc["rows"]):
