@@ -5,7 +5,9 @@ building it again.
 The file is a plain ``.npz`` (read with ``allow_pickle=False``: nothing in it can run code) beside a
 JSON record of its SHA-256; a file whose checksum does not match, or that does not read, is built
 again and replaced. The key must change whenever the data would: callers put their settings and a
-digest of the code that builds the data into it (``source_digest``).
+digest of the code that builds the data into it (``source_digest``). One version is kept per
+dataset name: writing a new key removes the older keys' files of that name (each 100+ MB), and
+only files whose record says edgekit wrote them.
 """
 from __future__ import annotations
 
@@ -65,4 +67,21 @@ def cached_dataset(name: str, key: str, build: Callable[[], Dataset]) -> Dataset
         atomic_write_bytes(path, payload)
         atomic_write_json(record, {"sha256": hashlib.sha256(payload).hexdigest(),
                                    "digest": data.digest, "arrays": list(ARRAYS)})
+        _remove_other_versions(folder, name, key)
     return data
+
+
+def _remove_other_versions(folder: Path, name: str, key: str) -> None:
+    """Delete ``name``'s copies under other keys: stale versions nothing will read again. A pair
+    is edgekit's when its record is one this module writes; anything else is left alone."""
+    for record in folder.glob(f"{name}-*.json"):
+        other = record.stem[len(name) + 1:]
+        if other == key or "-" in other:  # this version, or another dataset's name
+            continue
+        try:
+            mine = read_json_object(record).get("arrays") == list(ARRAYS)
+        except (OSError, UsageError):
+            mine = False
+        if mine:
+            record.with_suffix(".npz").unlink(missing_ok=True)
+            record.unlink(missing_ok=True)

@@ -33,6 +33,18 @@ def test_built_once_then_read_back_equal(home):
     assert len(calls) == 2
 
 
+def test_a_new_version_replaces_only_edgekits_older_copies(home):
+    folder = home / "datasets"
+    cached_dataset("sim", "old", _builder([]))
+    cached_dataset("sim-big", "old", _builder([]))  # another dataset whose name starts alike
+    folder.joinpath("sim-mine.json").write_text('{"notes": "a user\'s file"}')
+    folder.joinpath("sim-mine.npz").write_bytes(b"user data")
+    cached_dataset("sim", "new", _builder([]))
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["sim-big-old.json", "sim-big-old.npz", "sim-mine.json", "sim-mine.npz",
+                     "sim-new.json", "sim-new.npz"]
+
+
 def test_a_damaged_copy_is_built_again(home):
     calls = []
     cached_dataset("sim", "k", _builder(calls))
