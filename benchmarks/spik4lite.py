@@ -4,7 +4,9 @@ Runtime, and what compensation buys right after a removal.
 
 - keep 1.0 is the dense net trained the entry's usual way for ``--epochs``; each other keep is
   trained from scratch with the Spik4lite schedule (``edgekit train ENTRY --spik4lite
-  --target-keep K``) for the same number of epochs.
+  --target-keep K``) for the same number of epochs, once on the labels alone ("plain") and once
+  distilling from that dense net ("taught": ``--teacher dense.safetensors``, distill.py)
+  (``--teacher plain|taught|both``).
 - SOPs and energy come from ``edgekit simulate``'s counters (SpikingJelly's op counters over the
   test split; energy: E_MAC x MACs of real-valued layers + E_AC x SOPs, Horowitz 45 nm).
 - Latency: batch 1, one thread; every net exported to ONNX (dynamo exporter) and timed in ONNX
@@ -45,6 +47,7 @@ from edgekit.backends import make_session
 from edgekit.data import load_dataset
 from edgekit.flops import model_cost
 from edgekit.methods.spik4lite import compensation, wrap
+from edgekit.methods.spik4lite.distill import Distillation
 from edgekit.methods.spik4lite.gates import gated_layers
 from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
 from edgekit.registry import split_name
@@ -57,14 +60,17 @@ MODELS = ("spikingresformer", "spikingformer")
 TARGET_KEEP, TARGET_SPEEDUP, TARGET_LOSS_PTS, TARGET_RECOVERY = 0.5, 1.6, 1.0, 0.5
 
 
-def trained(name: str, keep: float, epochs: int, cycles: int,
-            dataset: Any) -> tuple[torch.nn.Module, dict]:
+def trained(name: str, keep: float, epochs: int, cycles: int, dataset: Any,
+            teacher: torch.nn.Module | None = None,
+            seed: int = 0) -> tuple[torch.nn.Module, dict]:
     entry, variant = split_name(name)
     if keep == 1.0:
-        result = train(entry, dataset, variant, epochs=epochs)
+        result = train(entry, dataset, variant, epochs=epochs, seed=seed)
         return result.model, {}
-    result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant,
-                             schedule=Schedule.split(epochs, cycles))
+    result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant, seed=seed,
+                             schedule=Schedule.split(epochs, cycles),
+                             distillation=None if teacher is None else Distillation(
+                                 copy.deepcopy(teacher), source=f"{name} keep 1.0"))
     return result.model, result.details["spik4lite"]
 
 
@@ -105,6 +111,10 @@ def main() -> None:
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--keeps", nargs="+", type=float, default=list(KEEPS),
                         help="must include 1.0 and 0.5 (the targets compare them)")
+    parser.add_argument("--teacher", choices=("plain", "taught", "both"), default="both",
+                        help="train each keep below 1.0 on the labels alone (plain), distilling "
+                             "from the dense net (taught), or both")
+    parser.add_argument("--seed", type=int, default=0, help="training seed of every net")
     parser.add_argument("--min-time", type=float, default=0.5)
     parser.add_argument("--part", choices=("all", "sweep", "physics"), default="all",
                         help="sweep: the trained keep sweep; physics: where ONNX Runtime's time "
@@ -135,14 +145,20 @@ def physics(args: argparse.Namespace) -> None:
 def sweep(args: argparse.Namespace) -> None:
     dataset = load_dataset(split_name(args.models[0])[0].task)
     workdir = Path(tempfile.mkdtemp(prefix="spik4lite-bench-"))
-    rows: dict[tuple[str, float], dict[str, Any]] = {}
-    cases: dict[tuple[str, float, str], Any] = {}
+    rows: dict[tuple[str, float, str], dict[str, Any]] = {}
+    cases: dict[tuple[str, float, str, str], Any] = {}
     effects = {}
+    hows = ("plain", "taught") if args.teacher == "both" else (args.teacher,)
     for name in args.models:
-        for keep in args.keeps:
-            torch.manual_seed(0)
-            model, details = trained(name, keep, args.epochs, args.cycles, dataset)
+        dense = None
+        for keep, how in [(k, h) for k in args.keeps for h in (("dense",) if k == 1.0
+                                                                else hows)]:
+            torch.manual_seed(args.seed)
+            model, details = trained(name, keep, args.epochs, args.cycles, dataset,
+                                     teacher=dense if how == "taught" else None, seed=args.seed)
             model.eval()
+            if keep == 1.0:
+                dense = model
             x1 = torch.from_numpy(dataset.x_test[:1])
             cost = model_cost(model, (x1,))
             row = {"accuracy": evaluate(model, dataset.x_test, dataset.y_test),
@@ -152,53 +168,58 @@ def sweep(args: argparse.Namespace) -> None:
                    "removed": sum(r["channels_before"] - r["channels_after"]
                                   for r in details.get("removals", [])),
                    "forced": sum(r["forced"] for r in details.get("removals", []))}
-            path = workdir / f"{name}-{keep}.onnx"
+            path = workdir / f"{name}-{keep}-{how}.onnx"
             export_module(model, x1, path)
             session = make_session(path, threads=1)
             feed = {session.get_inputs()[0].name: x1.numpy()}
-            cases[(name, keep, "torch")] = lambda m=model, x=x1: m(x)
-            cases[(name, keep, "onnxruntime")] = lambda s=session, f=feed: s.run(None, f)
-            rows[(name, keep)] = row
+            cases[(name, keep, how, "torch")] = lambda m=model, x=x1: m(x)
+            cases[(name, keep, how, "onnxruntime")] = lambda s=session, f=feed: s.run(None, f)
+            rows[(name, keep, how)] = row
             if keep == 1.0:
                 effects[name] = right_after_removal(name, model, dataset)
-            print(name, keep, {k: round(v, 4) if isinstance(v, float) else v
-                               for k, v in row.items()}, flush=True)
+            print(name, keep, how, {k: round(v, 4) if isinstance(v, float) else v
+                                    for k, v in row.items()}, flush=True)
     samples, loads = run_rounds(cases, args.rounds, args.min_time, 5)
     results, table = [], []
-    for (name, keep), row in rows.items():
+    for (name, keep, how), row in rows.items():
         for backend in ("torch", "onnxruntime"):
-            s = samples[(name, keep, backend)]
+            s = samples[(name, keep, how, backend)]
             row[f"{backend}_ms"] = median(s) * 1e3
             row[f"{backend}_spread_ms"] = [min(s) * 1e3, max(s) * 1e3]
-        results.append({"model": name, "keep": keep, **row})
-        table.append([name, keep, f"{row['accuracy'] * 100:.1f}", f"{row['params'] / 1e3:.1f}k",
+        results.append({"model": name, "keep": keep, "training": how, **row})
+        table.append([name, keep, how, f"{row['accuracy'] * 100:.1f}",
+                      f"{row['params'] / 1e3:.1f}k",
                       f"{row['flops'] / 1e6:.2f}M", f"{row['sops'] / 1e6:.3f}M",
                       f"{row['energy_uj']:.3f}",
                       f"{row['torch_ms']:.2f} ({row['torch_spread_ms'][0]:.2f}-"
                       f"{row['torch_spread_ms'][1]:.2f})",
                       f"{row['onnxruntime_ms']:.2f} ({row['onnxruntime_spread_ms'][0]:.2f}-"
-                      f"{row['onnxruntime_spread_ms'][1]:.2f})"])
+                      f"{row['onnxruntime_spread_ms'][1]:.2f})",
+                      row["removed"], row["forced"]])
     verdicts = {}
     for name in args.models:
-        dense, half = rows[(name, 1.0)], rows[(name, TARGET_KEEP)]
-        speedup = dense["onnxruntime_ms"] / half["onnxruntime_ms"]
-        loss_pts = (dense["accuracy"] - half["accuracy"]) * 100
         e = effects[name]
         lost = e["before"] - e["plain"]
         recovered = (e["folded_recalibrated"] - e["plain"]) / lost if lost > 0 else float("nan")
-        verdicts[name] = {
-            "ort_speedup": speedup, "ort_speedup_ok": speedup >= TARGET_SPEEDUP,
-            "accuracy_loss_pts": loss_pts, "accuracy_ok": loss_pts <= TARGET_LOSS_PTS,
-            "right_after_removal": e, "recovered_fraction": recovered,
-            "recovery_ok": bool(recovered >= TARGET_RECOVERY) if lost > 0 else None}
-    print(markdown_table(["model", "keep", "acc %", "params", "FLOPs", "SOPs", "energy uJ",
-                          "torch ms", "ORT ms"], table))
+        dense = rows[(name, 1.0, "dense")]
+        verdicts[name] = {"right_after_removal": e, "recovered_fraction": recovered,
+                          "recovery_ok": bool(recovered >= TARGET_RECOVERY) if lost > 0
+                          else None}
+        for how in hows:
+            half = rows[(name, TARGET_KEEP, how)]
+            speedup = dense["onnxruntime_ms"] / half["onnxruntime_ms"]
+            loss_pts = (dense["accuracy"] - half["accuracy"]) * 100
+            verdicts[name][how] = {
+                "ort_speedup": speedup, "ort_speedup_ok": speedup >= TARGET_SPEEDUP,
+                "accuracy_loss_pts": loss_pts, "accuracy_ok": loss_pts <= TARGET_LOSS_PTS}
+    print(markdown_table(["model", "keep", "training", "acc %", "params", "FLOPs", "SOPs",
+                          "energy uJ", "torch ms", "ORT ms", "removed", "forced"], table))
     for name, v in verdicts.items():
         print(name, {k: (round(x, 4) if isinstance(x, float) else x) for k, x in v.items()})
-    write_result("spik4lite", {
+    write_result("spik4lite" if args.seed == 0 else f"spik4lite_seed{args.seed}", {
         "settings": {"epochs": args.epochs, "rounds": args.rounds, "threads": 1, "batch": 1,
                      "models": args.models, "keeps": args.keeps,
-                     "cycles": args.cycles,
+                     "cycles": args.cycles, "teacher": args.teacher, "seed": args.seed,
                      "load_average_1min": loads, "cpus": os.cpu_count()},
         "results": results, "verdicts": verdicts,
         "targets": {"keep": TARGET_KEEP, "ort_speedup": TARGET_SPEEDUP,

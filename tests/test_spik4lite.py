@@ -240,3 +240,82 @@ def test_train_says_the_keep_reached_and_warns_when_the_caps_stop_short(capsys):
     say_keep({**record, "target_keep": 0.5}, cycles=3)
     out, err = capsys.readouterr()
     assert "kept 100 of 200" in out and err == ""
+
+
+def test_distillation_loss_is_zero_on_the_teachers_logits_and_matches_a_hand_case():
+    from edgekit.methods.spik4lite.distill import distillation_loss
+    teacher = torch.tensor([[2.0, 0.0], [0.0, 1.0]])
+    assert float(distillation_loss(teacher.clone(), teacher, 2.0)) == pytest.approx(0, abs=1e-7)
+    student = torch.zeros(2, 2)
+    # T² · mean over rows of KL(p ‖ uniform), p = softmax(teacher / T)
+    p = torch.softmax(teacher / 2.0, -1)
+    expected = 4.0 * float((p * (p / 0.5).log()).sum(-1).mean())
+    assert float(distillation_loss(student, teacher, 2.0)) == pytest.approx(expected, rel=1e-6)
+
+
+class _Contrarian(nn.Module):
+    """A teacher that calls dark images bright (class 1) and bright ones dark (class 0)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        bright = (x.mean((1, 2, 3)) > 0.5).long()
+        return 8.0 * nn.functional.one_hot(1 - bright, 10).float()
+
+
+def test_schedule_with_a_teacher_learns_the_teachers_answers():
+    """Pure distillation (weight 1) from a teacher that contradicts the labels: the plain
+    schedule learns the labels, the taught one the teacher's answers; the record names it."""
+    from edgekit.methods.spik4lite.distill import Distillation
+    gen = torch.Generator().manual_seed(0)
+    level = torch.rand(256, 1, 1, 1, generator=gen) * 0.8 + 0.1
+    x = (level + 0.05 * torch.rand(256, 1, 8, 8, generator=gen)).clamp(0, 1)
+    y = (x.mean((1, 2, 3)) > 0.5).long()
+    data = Dataset("tiny", x[:192].numpy(), y[:192].numpy(), x[192:].numpy(), y[192:].numpy(),
+                   "tiny")
+    teacher_says = _Contrarian()(x[:192]).argmax(-1)
+    agree = {}
+    for label, distil in (("plain", None),
+                          ("taught", Distillation(_Contrarian(), weight=1.0, source="t"))):
+        result = train_spik4lite(get_entry("spikingformer"), data, target_keep=0.8,
+                                 model=_tiny("spikingformer"), schedule=Schedule(1, 1, 1, 3),
+                                 distillation=distil)
+        with torch.no_grad():
+            agree[label] = float((result.model(x[:192]).argmax(-1) == teacher_says).float()
+                                 .mean())
+        record = result.details["spik4lite"]["distillation"]
+        assert record == (None if distil is None else
+                          {"teacher": "t", "weight": 1.0, "temperature": 4.0})
+    assert agree["plain"] < 0.3 and agree["taught"] > 0.8, agree
+
+
+def test_distillation_refuses_a_teacher_of_another_shape_and_bad_weights():
+    from edgekit.methods.spik4lite.distill import Distillation
+    student = _tiny("spikingformer")
+    wrong = nn.Sequential(nn.Flatten(), nn.Linear(64, 3))
+    with pytest.raises(UsageError, match=r"outputs \(8, 3\) where the student outputs \(8, 10\)"):
+        Distillation(wrong, source="w").check(student, X)
+    with pytest.raises(UsageError, match="cannot run the student's inputs"):
+        Distillation(nn.Linear(5, 10), source="w").check(student, X)
+    for weight in (0.0, -0.1, 1.5, float("nan")):
+        with pytest.raises(UsageError, match="distillation weight"):
+            Distillation(wrong, weight=weight)
+    with pytest.raises(UsageError, match="temperature"):
+        Distillation(wrong, temperature=0.0)
+
+
+def test_cli_teacher_options_are_checked_before_any_training(tmp_path):
+    out = tmp_path / "s.safetensors"
+    proc = _cli("train", "spikingformer", "--teacher", str(tmp_path / "dense.safetensors"),
+                "-o", str(out))
+    one_line_error(proc.returncode, proc.stderr, 2, "need --spik4lite")
+    proc = _cli("train", "spikingformer", "--spik4lite", "--distill-weight", "0.5", "-o", str(out))
+    one_line_error(proc.returncode, proc.stderr, 2, "--distill-weight needs --teacher")
+    proc = _cli("train", "spikingformer", "--spik4lite", "--teacher",
+                str(tmp_path / "missing.safetensors"), "-o", str(out))
+    one_line_error(proc.returncode, proc.stderr, 2, "missing.safetensors does not exist")
+    other = save_checkpoint(create_model("wifi-mamba"), tmp_path / "wifi.safetensors")
+    proc = _cli("train", "spikingformer", "--spik4lite", "--teacher", str(other), "-o", str(out))
+    one_line_error(proc.returncode, proc.stderr, 2, "trained for 'wifi-pose-sim', not 'digits'")
+    result = CliRunner().invoke(cli, ["train", "spikingformer", "--spik4lite", "--teacher",
+                                      str(other), "--distill-weight", "1.5"])
+    assert result.exit_code == 2 and "--distill-weight" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wifi.safetensors"]

@@ -12,17 +12,20 @@ from edgekit.bounds import COUNT, KEEP_FRACTION, NON_NEGATIVE
 from edgekit.cli.common import console, err_console
 from edgekit.errors import UsageError
 from edgekit.methods import TrainMode
+from edgekit.methods.spik4lite.distill import DISTILL_WEIGHT, load_teacher
 from edgekit.methods.spik4lite.trainer import LAMBDA, PAPER_LAMBDA, Schedule, train_spik4lite
 from edgekit.registry import ModelEntry
 
 DEFAULT_KEEP = 0.5
+OWN_OPTIONS = ("target_keep", "cycles", "energy_lambda", "teacher", "distill_weight")
 
 
 def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] | None:
     """The Spik4lite trainer when ``--spik4lite`` is given; its options alone are an error."""
     if not options.get("spik4lite"):
-        if any(options.get(k) is not None for k in ("target_keep", "cycles", "energy_lambda")):
-            raise UsageError("--target-keep, --cycles and --energy-lambda need --spik4lite")
+        if any(options.get(k) is not None for k in OWN_OPTIONS):
+            raise UsageError("--target-keep, --cycles, --energy-lambda, --teacher and "
+                             "--distill-weight need --spik4lite")
         return None
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; --spik4lite gates spiking nets",
@@ -31,11 +34,17 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
     cycles = options.get("cycles") or 3
     lam = options.get("energy_lambda")
     lam = LAMBDA if lam is None else lam
+    weight = options.get("distill_weight")
+    if weight is not None and options.get("teacher") is None:
+        raise UsageError("--distill-weight needs --teacher")
+    distillation = (load_teacher(options["teacher"], entry, weight or DISTILL_WEIGHT)
+                    if options.get("teacher") is not None else None)
 
     def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
         epochs = kwargs.pop("epochs", None) or entry.train.epochs
         result = train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
-                                 schedule=Schedule.split(epochs, cycles), **kwargs)
+                                 schedule=Schedule.split(epochs, cycles),
+                                 distillation=distillation, **kwargs)
         say_keep(result.details["spik4lite"], cycles)
         return result
     return functools.update_wrapper(trainer, train_spik4lite)
@@ -63,4 +72,10 @@ TRAIN_MODES = [TrainMode(options=(
     click.Option(["--energy-lambda"], type=NON_NEGATIVE,
                  help=f"Spik4lite: weight of the energy penalty (default {LAMBDA}; the paper's "
                       f"{PAPER_LAMBDA} switches no gate off in a digits-sized run)."),
+    click.Option(["--teacher"], type=click.Path(dir_okay=False),
+                 help="Spik4lite: distil from this trained checkpoint of the same task, e.g. "
+                      "the dense net (edgekit train MODEL)."),
+    click.Option(["--distill-weight"], type=KEEP_FRACTION,
+                 help=f"Spik4lite: share of the teacher's soft loss (default "
+                      f"{DISTILL_WEIGHT}; needs --teacher)."),
 ), select=select)]

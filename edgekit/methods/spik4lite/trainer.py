@@ -10,6 +10,9 @@
 3. Static fine-tune: the gates are deleted (each layer back under its own name) and the narrow net
    trains without the penalty.
 
+With a teacher (``distillation``, distill.py [ours]) every phase blends the task loss with the
+teacher's softened outputs.
+
 The optimizer (AdamW, one-cycle learning rate over the whole schedule, as the dense nets train
 here; the authors: cosine with warm-up) runs through the whole schedule; removal slices its state
 with the weights. The record keeps, after every gated epoch, the gates' mean soft keep probability
@@ -34,6 +37,7 @@ from torch import nn
 from edgekit.data import Dataset
 from edgekit.errors import UsageError
 from edgekit.methods.spik4lite.compensation import recalibrate_bn
+from edgekit.methods.spik4lite.distill import Distillation
 from edgekit.methods.spik4lite.gates import (
     energy_penalty,
     set_temperature,
@@ -97,8 +101,10 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
                     variant: str | None = None, epochs: int | None = None, seed: int = 0,
                     progress: Progress | None = None, model: nn.Module | None = None,
                     seconds: float | None = None, lam: float = LAMBDA,
-                    schedule: Schedule | None = None) -> TrainResult:
-    """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated."""
+                    schedule: Schedule | None = None,
+                    distillation: Distillation | None = None) -> TrainResult:
+    """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated.
+    ``distillation``: a teacher whose softened outputs join the task loss in every phase."""
     check_target(target_keep)
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; Spik4lite gates spiking nets",
@@ -109,6 +115,8 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
     schedule = schedule or Schedule.split(epochs or settings.epochs)
     gen = torch.Generator().manual_seed(seed)
     probe = torch.from_numpy(dataset.x_train[:settings.batch_size])
+    if distillation is not None:
+        distillation.check(model, probe)
     calibration = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
                    for i in range(CALIBRATION_BATCHES)]
     calibration = [c for c in calibration if len(c)]
@@ -137,7 +145,10 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
             if penalty:  # anneal per batch over the gated epochs
                 step = done * steps_per_epoch + i
                 set_temperature(model, temperature(step, gated_epochs * steps_per_epoch))
-            loss = F.cross_entropy(model(x), y)
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+            if distillation is not None:
+                loss = distillation.loss(x, logits, loss)
             if penalty:
                 loss = loss + lam * energy_penalty(model)
             opt.zero_grad(set_to_none=True)
@@ -184,7 +195,8 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
     value = evaluate(model, dataset.x_test, dataset.y_test)
     details = {"spik4lite": {"target_keep": target_keep, "keep": round(kept / width, 4),
                              "channels_before": width, "channels_after": kept, "lambda": lam,
-                             "schedule": vars(schedule), "removals": removals, "gates": gates}}
+                             "schedule": vars(schedule), "removals": removals, "gates": gates,
+                             "distillation": distillation.to_json() if distillation else None}}
     return TrainResult(model, entry.task.metric, value, done, time.perf_counter() - started,
                        loss_value, details)
 
