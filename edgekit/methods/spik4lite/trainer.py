@@ -10,8 +10,8 @@
 3. Static fine-tune: the gates are deleted (each layer back under its own name) and the narrow net
    trains without the penalty.
 
-With a teacher (``distillation``, distill.py [ours]) every phase blends the task loss with the
-teacher's softened outputs.
+With a teacher (``distillation``, distill.py [ours]) the static fine-tune blends the task loss
+with the teacher's softened outputs; the phases before it are those of a run without one.
 
 The optimizer (AdamW, one-cycle learning rate over the whole schedule, as the dense nets train
 here; the authors: cosine with warm-up) runs through the whole schedule; removal slices its state
@@ -104,7 +104,7 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
                     schedule: Schedule | None = None,
                     distillation: Distillation | None = None) -> TrainResult:
     """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated.
-    ``distillation``: a teacher whose softened outputs join the task loss in every phase."""
+    ``distillation``: a teacher whose softened outputs join the task loss in the fine-tune."""
     check_target(target_keep)
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; Spik4lite gates spiking nets",
@@ -147,7 +147,7 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
                 set_temperature(model, temperature(step, gated_epochs * steps_per_epoch))
             logits = model(x)
             loss = F.cross_entropy(logits, y)
-            if distillation is not None:
+            if distillation is not None and not penalty:  # the static fine-tune
                 loss = distillation.loss(x, logits, loss)
             if penalty:
                 loss = loss + lam * energy_penalty(model)
