@@ -115,6 +115,8 @@ def main() -> None:
                         help="train each keep below 1.0 on the labels alone (plain), distilling "
                              "from the dense net (taught), or both")
     parser.add_argument("--seed", type=int, default=0, help="training seed of every net")
+    parser.add_argument("--name", help="results/NAME.json (default spik4lite, or "
+                                       "spik4lite_seedN for --seed N)")
     parser.add_argument("--min-time", type=float, default=0.5)
     parser.add_argument("--part", choices=("all", "sweep", "physics"), default="all",
                         help="sweep: the trained keep sweep; physics: where ONNX Runtime's time "
@@ -216,7 +218,7 @@ def sweep(args: argparse.Namespace) -> None:
                           "energy uJ", "torch ms", "ORT ms", "removed", "forced"], table))
     for name, v in verdicts.items():
         print(name, {k: (round(x, 4) if isinstance(x, float) else x) for k, x in v.items()})
-    write_result("spik4lite" if args.seed == 0 else f"spik4lite_seed{args.seed}", {
+    write_result(args.name or ("spik4lite" if args.seed == 0 else f"spik4lite_seed{args.seed}"), {
         "settings": {"epochs": args.epochs, "rounds": args.rounds, "threads": 1, "batch": 1,
                      "models": args.models, "keeps": args.keeps,
                      "cycles": args.cycles, "teacher": args.teacher, "seed": args.seed,
