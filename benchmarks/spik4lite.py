@@ -70,7 +70,7 @@ def trained(name: str, keep: float, epochs: int, cycles: int, dataset: Any,
     result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant, seed=seed,
                              schedule=Schedule.split(epochs, cycles),
                              distillation=None if teacher is None else Distillation(
-                                 copy.deepcopy(teacher), source=f"{name} keep 1.0"))
+                                 teacher, source=f"{name} keep 1.0"))
     return result.model, result.details["spik4lite"]
 
 

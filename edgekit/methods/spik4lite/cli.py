@@ -24,8 +24,8 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
     """The Spik4lite trainer when ``--spik4lite`` is given; its options alone are an error."""
     if not options.get("spik4lite"):
         if any(options.get(k) is not None for k in OWN_OPTIONS):
-            raise UsageError("--target-keep, --cycles, --energy-lambda, --teacher and "
-                             "--distill-weight need --spik4lite")
+            flags = [f"--{k.replace('_', '-')}" for k in OWN_OPTIONS]
+            raise UsageError(f"{', '.join(flags[:-1])} and {flags[-1]} need --spik4lite")
         return None
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; --spik4lite gates spiking nets",

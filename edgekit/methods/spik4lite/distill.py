@@ -55,7 +55,7 @@ class Distillation:
     teacher: nn.Module
     weight: float = DISTILL_WEIGHT
     temperature: float = DISTILL_TEMPERATURE
-    source: str = ""  # where the teacher came from (a checkpoint path), for the record
+    source: str = "(in memory)"  # where the teacher came from (a checkpoint path)
 
     def __post_init__(self) -> None:
         if not 0 < self.weight <= 1:
@@ -63,9 +63,7 @@ class Distillation:
         if not 0 < self.temperature < float("inf"):
             raise UsageError(f"the distillation temperature must be positive, got "
                              f"{self.temperature}")
-        self.teacher.eval()
-        for p in self.teacher.parameters():
-            p.requires_grad_(False)
+        self.teacher.eval()  # its forward runs under no_grad (loss), so no weight is touched
 
     def loss(self, x: torch.Tensor, logits: torch.Tensor, task_loss: torch.Tensor) -> torch.Tensor:
         """The task loss blended with the soft term on the teacher's logits for ``x``."""
@@ -80,7 +78,7 @@ class Distillation:
             try:
                 theirs = self.teacher(probe)
             except (RuntimeError, ValueError) as exc:
-                raise UsageError(f"the teacher {self.source or ''} cannot run the student's "
+                raise UsageError(f"the teacher {self.source} cannot run the student's "
                                  f"inputs ({str(exc).splitlines()[0]})") from exc
             was_training = student.training
             student.eval()
