@@ -47,6 +47,19 @@ def export_module(module: Any, x: Any, path: Path) -> None:
                           opset_version=18, dynamo=True, external_data=False)
 
 
+def export_as_edgekit(module: Any, x: Any, path: Path) -> None:
+    """Export a one-input, one-output module the way ``edgekit export`` does (``export_graph``:
+    dynamo exporter, opset 18, node-lean spiking neurons, onnxslim, the ONNX checker), so that
+    a latency measured on the file is the latency of what edgekit ships."""
+    import torch
+
+    from edgekit.exporters.onnx import export_graph
+
+    with torch.no_grad():
+        export_graph(module, (x,), path, opset=18, input_names=["x"], output_names=["y"],
+                     dynamo=True)
+
+
 def time_call(fn: Callable[[], Any], min_time: float, min_iters: int,
               slow_s: float | None = None) -> float:
     """Median seconds per call after one warm-up call, over at least min_iters and min_time.

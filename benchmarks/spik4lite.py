@@ -9,9 +9,10 @@ Runtime, and what compensation buys right after a removal.
   (``--teacher plain|taught|both``).
 - SOPs and energy come from ``edgekit simulate``'s counters (SpikingJelly's op counters over the
   test split; energy: E_MAC x MACs of real-valued layers + E_AC x SOPs, Horowitz 45 nm).
-- Latency: batch 1, one thread; every net exported to ONNX (dynamo exporter) and timed in ONNX
-  Runtime and in torch, interleaved (a round times every case once, in an order that rotates);
-  tables quote the median over rounds of each round's median, with the spread (min-max).
+- Latency: batch 1, one thread; every net exported to ONNX as ``edgekit export`` does
+  (``export_graph``: node-lean neurons, onnxslim) and timed in ONNX Runtime and in torch,
+  interleaved (a round times every case once, in an order that rotates); tables quote the
+  median over rounds of each round's median, with the spread (min-max).
 - Right after removal: the dense net is gated and trained for one cycle (one epoch), then its
   channels are removed to keep 0.5 on copies three ways: plain slicing, with the compensation
   fold, and with the fold plus BatchNorm recalibration on 4 batches.
@@ -41,7 +42,7 @@ from typing import Any
 
 import spik4lite_physics
 import torch
-from common import export_module, markdown_table, median, run_rounds, write_result
+from common import export_as_edgekit, markdown_table, median, run_rounds, write_result
 
 from edgekit.backends import make_session
 from edgekit.data import load_dataset
@@ -171,7 +172,7 @@ def sweep(args: argparse.Namespace) -> None:
                                   for r in details.get("removals", [])),
                    "forced": sum(r["forced"] for r in details.get("removals", []))}
             path = workdir / f"{name}-{keep}-{how}.onnx"
-            export_module(model, x1, path)
+            export_as_edgekit(model, x1, path)
             session = make_session(path, threads=1)
             feed = {session.get_inputs()[0].name: x1.numpy()}
             cases[(name, keep, how, "torch")] = lambda m=model, x=x1: m(x)

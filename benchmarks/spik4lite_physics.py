@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from common import export_module, median, run_rounds
+from common import export_as_edgekit, median, run_rounds
 
 from edgekit.backends import make_session
 from edgekit.flops import model_cost
@@ -117,7 +117,7 @@ def measure(rounds: int, min_time: float, keeps: tuple[float, ...] = (1.0, 0.5),
             x1 = torch.rand((1, *model.input_shape), generator=torch.Generator().manual_seed(1))
             cost = model_cost(model, (x1,))
             path = workdir / f"{label.replace(' ', '_')}-{keep}.onnx"
-            export_module(model, x1, path)
+            export_as_edgekit(model, x1, path)
             session = make_session(path, threads=1)
             feed = {session.get_inputs()[0].name: x1.numpy()}
             rows[(label, keep)] = {"net": label, "keep": keep, "params": cost.params,
