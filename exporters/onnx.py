@@ -35,7 +35,7 @@ from edgekit.fileio import atomic_directory, atomic_write_json
 from edgekit.flops import model_cost
 from edgekit.provenance import provenance
 from edgekit.quiet import quiet
-from edgekit.spiking.onnx_neurons import exportable_neurons
+from edgekit.spiking.lean_neurons import lean_neurons
 from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.onnx"
@@ -66,7 +66,7 @@ def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path:
     # concerns the user of a model that uses no torchvision op.
     with quiet("torch.onnx._internal.exporter._registration"):
         try:
-            with exportable_neurons(model):
+            with lean_neurons(model):
                 torch.onnx.export(model, inputs, str(path), **kwargs)
         except Exception as exc:  # the exporters raise many types; one line is what the user needs
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

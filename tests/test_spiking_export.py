@@ -62,7 +62,7 @@ def test_onnx_graph_unrolls_t_and_holds_the_state(tmp_path, digits):
     neurons = sum(1 for _ in source.model.modules() if hasattr(_, "v_threshold"))
     thresholds = sum(n.op_type in ("GreaterOrEqual", "Greater") for n in graph.node)
     assert thresholds >= neurons * source.model.T  # one threshold test per neuron layer and step
-    # node-lean neurons (onnx_neurons): about 5 nodes per neuron and step, no per-step slicing;
+    # node-lean neurons (lean_neurons): about 5 nodes per neuron and step, no per-step slicing;
     # SpikingJelly's own forward traces into about 12 (690 nodes here in all)
     assert len(graph.node) < 7 * neurons * source.model.T
     assert sum(n.op_type in ("Slice", "Squeeze", "Unsqueeze") for n in graph.node) < neurons
