@@ -322,3 +322,19 @@ def test_cli_teacher_options_are_checked_before_any_training(tmp_path):
         result = CliRunner().invoke(cli, ["train", "spikingformer", *args, "-o", str(out)])
         assert result.exit_code == 2 and fragment in result.output, (args, result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wifi.safetensors"]
+
+
+def test_a_teacher_trained_on_other_data_is_named_with_both_digests(tmp_path):
+    from edgekit.methods.spik4lite.distill import Distillation, load_teacher
+    path = save_checkpoint(_tiny("spikingformer"), tmp_path / "t.safetensors",
+                           extra={"dataset": "digits", "dataset_digest": "abc123"})
+    teacher = load_teacher(path, get_entry("spikingformer"))
+    assert teacher.trained_on == ("digits", "abc123")
+    assert teacher.other_data("digits", "abc123") is None
+    message = teacher.other_data("mine", "def456")
+    assert "'digits', digest abc123" in message and "'mine', digest def456" in message
+    assert teacher.to_json()["teacher_dataset_digest"] == "abc123"
+    unknown = load_teacher(save_checkpoint(_tiny("spikingformer"), tmp_path / "u.safetensors"),
+                           get_entry("spikingformer"))
+    assert unknown.trained_on is None and unknown.other_data("mine", "def456") is None
+    assert Distillation(nn.Identity()).other_data("mine", "def456") is None

@@ -42,6 +42,9 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
 
     def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
         epochs = kwargs.pop("epochs", None) or entry.train.epochs
+        other = distillation and distillation.other_data(dataset.name, dataset.digest)
+        if other:
+            err_console.print(f"[yellow]warning:[/yellow] {other}")
         result = train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
                                  schedule=Schedule.split(epochs, cycles),
                                  distillation=distillation, **kwargs)

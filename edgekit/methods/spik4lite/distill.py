@@ -56,6 +56,7 @@ class Distillation:
     weight: float = DISTILL_WEIGHT
     temperature: float = DISTILL_TEMPERATURE
     source: str = "(in memory)"  # where the teacher came from (a checkpoint path)
+    trained_on: tuple[str, str] | None = None  # its checkpoint's (dataset, digest), if recorded
 
     def __post_init__(self) -> None:
         if not 0 < self.weight <= 1:
@@ -89,8 +90,22 @@ class Distillation:
                              f"student outputs {tuple(ours.shape)}",
                              hint="distil from a model of the same task")
 
+    def other_data(self, dataset_name: str, digest: str) -> str | None:
+        """Why the teacher's data are not the student's (None when they are, or are unknown):
+        its soft labels then carry what it learnt elsewhere, perhaps this run's test samples."""
+        if self.trained_on is None or self.trained_on[1] == digest:
+            return None
+        name, theirs = self.trained_on
+        return (f"the teacher {self.source} was trained on other data ('{name}', digest "
+                f"{theirs}) than this run ('{dataset_name}', digest {digest}); if those data "
+                f"hold this run's test samples, the test accuracy overstates the student's")
+
     def to_json(self) -> dict[str, object]:
-        return {"teacher": self.source, "weight": self.weight, "temperature": self.temperature}
+        record: dict[str, object] = {"teacher": self.source, "weight": self.weight,
+                                     "temperature": self.temperature}
+        if self.trained_on is not None:
+            record["teacher_dataset"], record["teacher_dataset_digest"] = self.trained_on
+        return record
 
 
 def load_teacher(path: str | Path, student: ModelEntry, weight: float = DISTILL_WEIGHT,
@@ -106,4 +121,6 @@ def load_teacher(path: str | Path, student: ModelEntry, weight: float = DISTILL_
         raise UsageError(f"the teacher {path} is '{ckpt.entry.name}', trained for "
                          f"'{ckpt.entry.task.dataset}', not '{student.task.dataset}'",
                          hint=f"train a teacher first: edgekit train {student.name}")
-    return Distillation(model, weight, temperature, source=str(path))
+    data = (ckpt.info.get("dataset"), ckpt.info.get("dataset_digest"))
+    return Distillation(model, weight, temperature, source=str(path),
+                        trained_on=data if all(data) else None)
