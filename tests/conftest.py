@@ -7,6 +7,14 @@ from pathlib import Path
 
 import pytest
 
+# `make test` runs one xdist worker per core. A worker, or a process it starts, that also takes
+# every core for its OpenMP and BLAS pools oversubscribes the machine: its threads spin at
+# barriers waiting for a core the other worker holds (why ``single_thread`` exists). Set before
+# any test imports torch or numpy, and inherited by the CLI and fleet processes the tests start.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_pool, "1")
+
 
 @pytest.fixture(autouse=True)
 def edgekit_home(tmp_path_factory, monkeypatch):
