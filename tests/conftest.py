@@ -1,8 +1,11 @@
 """Shared fixtures: every test gets its own EDGEKIT_HOME, so nothing touches ~/.cache."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,26 +41,64 @@ def single_thread():
     torch.set_num_threads(threads)
 
 
-@pytest.fixture(scope="session")
-def trained_home(tmp_path_factory):
-    """An EDGEKIT_HOME whose compare cache holds mlp:small trained as ``compare`` trains it: once
-    per session (per xdist worker), for the tests that need trained weights."""
-    from edgekit.compare.cache import cached_checkpoint
-    from edgekit.data import load_dataset
-    from edgekit.registry import get_entry
-
-    home = tmp_path_factory.mktemp("trained-home")
+@contextlib.contextmanager
+def _home(home: Path) -> Iterator[None]:
+    """``EDGEKIT_HOME`` set to ``home`` for a session fixture (monkeypatch is per test)."""
     before = os.environ.get("EDGEKIT_HOME")
     os.environ["EDGEKIT_HOME"] = str(home)
     try:
-        entry = get_entry("mlp")
-        cached_checkpoint(entry, "small", load_dataset(entry.task))
+        yield
     finally:
         if before is None:
             del os.environ["EDGEKIT_HOME"]
         else:
             os.environ["EDGEKIT_HOME"] = before
+
+
+def _shared_home(tmp_path_factory, name: str, fill: Callable[[], object]) -> Path:
+    """An EDGEKIT_HOME that ``fill()`` fills once per test run: under xdist one worker fills it
+    while any other that needs it waits on the lock, then every worker reads the same folder."""
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # this run's folder, shared by its workers
+    home, done = root / name, root / f"{name}.done"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            with _home(home):
+                fill()
+            done.touch()
     return home
+
+
+@pytest.fixture(scope="session")
+def trained_home(tmp_path_factory) -> Path:
+    """An EDGEKIT_HOME whose compare cache holds mlp:small trained as ``compare`` trains it: once
+    per test run, for the tests that need trained weights."""
+    from edgekit.compare.cache import cached_checkpoint
+    from edgekit.data import load_dataset
+    from edgekit.registry import get_entry
+
+    entry = get_entry("mlp")
+    return _shared_home(tmp_path_factory, "trained-home",
+                        lambda: cached_checkpoint(entry, "small", load_dataset(entry.task)))
+
+
+@pytest.fixture(scope="session")
+def wifi_pose_home(tmp_path_factory) -> Path:
+    """An EDGEKIT_HOME whose dataset cache holds the default wifi-pose-sim data: simulating it
+    takes about 20 s, so once per test run rather than in each test that loads it."""
+    from edgekit.data import load_dataset
+    from edgekit.methods.wifi_mamba.dataset import WIFI_POSE
+
+    return _shared_home(tmp_path_factory, "wifi-pose-home", lambda: load_dataset(WIFI_POSE.task))
+
+
+@pytest.fixture
+def wifi_pose_sim(wifi_pose_home, edgekit_home) -> Path:
+    """The default wifi-pose-sim data, copied into this test's EDGEKIT_HOME dataset cache, where
+    its loader (in this process or a CLI one) reads it instead of simulating it."""
+    return shutil.copytree(wifi_pose_home, edgekit_home, dirs_exist_ok=True)
 
 
 @pytest.fixture

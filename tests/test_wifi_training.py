@@ -88,7 +88,7 @@ def _edgekit(*args: str, cwd) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=cwd, env=env, timeout=600)
 
 
-def test_edgekit_train_honours_a_time_budget(tmp_path):
+def test_edgekit_train_honours_a_time_budget(tmp_path, wifi_pose_sim):
     """The former ``python -m edgekit.methods.wifi_mamba.train --seconds S --json FILE``."""
     proc = _edgekit("train", "wifi-mamba", "--seconds", "1", "-o", "m.safetensors",
                     "--json", "r.json", cwd=tmp_path)
