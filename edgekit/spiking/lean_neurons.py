@@ -5,9 +5,9 @@ does, per step, a slice of the input, the charge ``h = v + (x - (v - v_reset)) /
 ``s = (h >= v_th)`` cast to float, the reset ``v = s * v_reset + (1 - s) * h`` and three stacks at
 the end (spikes, voltages and the charges its backward needs). Exported, that is about 12 ONNX
 nodes per neuron and step, most of a digits net's graph (the Spikingformer: 528 of 602 nodes for
-its 11 neurons at T = 4); run eagerly, it is most of PyTorch's time at batch 1. At edge sizes an
-ONNX Runtime node or an eager op costs microseconds whatever its width, so these operations, not
-the convolutions, are where the time goes (benchmarks/README.md, spik4lite.py).
+its 11 neurons at T = 4); run eagerly, it is most of PyTorch's time at batch 1, where an eager
+op costs microseconds of dispatch whatever its width. On ONNX Runtime a node costs less (0.4-1 µs
+on 1-8k floats, benchmarks/README.md, lean_neurons.py), so there the gain is smaller.
 
 ``lean_neurons`` swaps, within a block, each eval-mode neuron's multi-step forward for one that
 splits the input keeping its time axis (no Squeeze / Unsqueeze per step), resets with
@@ -36,7 +36,7 @@ def _lean_multi_step(node: Any, x_seq: torch.Tensor, *args: Any, **kwargs: Any) 
     (``v``, and ``v_seq`` when ``store_v_seq``) as SpikingJelly does."""
     if node.training:  # switched to training inside the block: SpikingJelly's own, with gradients
         return type(node).multi_step_forward(node, x_seq, *args, **kwargs)
-    lif = hasattr(node, "tau")
+    lif = hasattr(node, "tau")  # LIFNode; IFNode has no tau
     reset, threshold, v = node.v_reset, node.v_threshold, node.v
     fresh = isinstance(v, float) and v == reset == 0.0  # then v - v_reset, v + ... are exact no-ops
     if isinstance(v, float) and not fresh:
