@@ -6,7 +6,8 @@ Runtime, and what compensation buys right after a removal.
   trained from scratch with the Spik4lite schedule (``edgekit train ENTRY --spik4lite
   --target-keep K``) for the same number of epochs, once on the labels alone ("plain") and once
   distilling from that dense net ("taught": ``--teacher dense.safetensors``, distill.py)
-  (``--teacher plain|taught|both``).
+  (``--teacher plain|taught|both``); ``--from-dense`` adds a row that prunes the trained dense
+  net itself, on the labels alone ("from-dense": ``--init dense.safetensors``, warm_start.py).
 - SOPs and energy come from ``edgekit simulate``'s counters (SpikingJelly's op counters over the
   test split; energy: E_MAC x MACs of real-valued layers + E_AC x SOPs, Horowitz 45 nm).
 - Latency: batch 1, one thread; every net exported to ONNX as ``edgekit export`` does
@@ -51,6 +52,7 @@ from edgekit.methods.spik4lite import compensation, wrap
 from edgekit.methods.spik4lite.distill import Distillation
 from edgekit.methods.spik4lite.gates import gated_layers
 from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.methods.spik4lite.warm_start import WarmStart
 from edgekit.registry import split_name
 from edgekit.spiking.counting import count
 from edgekit.spiking.energy import horowitz_45nm
@@ -62,7 +64,7 @@ TARGET_KEEP, TARGET_SPEEDUP, TARGET_LOSS_PTS, TARGET_RECOVERY = 0.5, 1.6, 1.0, 0
 
 
 def trained(name: str, keep: float, epochs: int, cycles: int, dataset: Any,
-            teacher: torch.nn.Module | None = None,
+            teacher: torch.nn.Module | None = None, start: torch.nn.Module | None = None,
             seed: int = 0) -> tuple[torch.nn.Module, dict]:
     entry, variant = split_name(name)
     if keep == 1.0:
@@ -71,7 +73,9 @@ def trained(name: str, keep: float, epochs: int, cycles: int, dataset: Any,
     result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant, seed=seed,
                              schedule=Schedule.split(epochs, cycles),
                              distillation=None if teacher is None else Distillation(
-                                 teacher, source=f"{name} keep 1.0"))
+                                 teacher, source=f"{name} keep 1.0"),
+                             init=None if start is None else WarmStart(
+                                 start, name, source=f"{name} keep 1.0"))
     return result.model, result.details["spik4lite"]
 
 
@@ -115,6 +119,9 @@ def main() -> None:
     parser.add_argument("--teacher", choices=("plain", "taught", "both"), default="both",
                         help="train each keep below 1.0 on the labels alone (plain), distilling "
                              "from the dense net (taught), or both")
+    parser.add_argument("--from-dense", action="store_true",
+                        help="also prune the trained dense net itself at each keep below 1.0 "
+                             "(labels alone; edgekit train --spik4lite --init)")
     parser.add_argument("--seed", type=int, default=0, help="training seed of every net")
     parser.add_argument("--name", help="results/NAME.json (default spik4lite, or "
                                        "spik4lite_seedN for --seed N)")
@@ -152,13 +159,15 @@ def sweep(args: argparse.Namespace) -> None:
     cases: dict[tuple[str, float, str, str], Any] = {}
     effects = {}
     hows = ("plain", "taught") if args.teacher == "both" else (args.teacher,)
+    hows += ("from-dense",) if args.from_dense else ()
     for name in args.models:
         dense = None
         for keep, how in [(k, h) for k in args.keeps for h in (("dense",) if k == 1.0
                                                                 else hows)]:
             torch.manual_seed(args.seed)
             model, details = trained(name, keep, args.epochs, args.cycles, dataset,
-                                     teacher=dense if how == "taught" else None, seed=args.seed)
+                                     teacher=dense if how == "taught" else None,
+                                     start=dense if how == "from-dense" else None, seed=args.seed)
             model.eval()
             if keep == 1.0:
                 dense = model
@@ -222,7 +231,8 @@ def sweep(args: argparse.Namespace) -> None:
     write_result(args.name or ("spik4lite" if args.seed == 0 else f"spik4lite_seed{args.seed}"), {
         "settings": {"epochs": args.epochs, "rounds": args.rounds, "threads": 1, "batch": 1,
                      "models": args.models, "keeps": args.keeps,
-                     "cycles": args.cycles, "teacher": args.teacher, "seed": args.seed,
+                     "cycles": args.cycles, "teacher": args.teacher,
+                     "from_dense": args.from_dense, "seed": args.seed,
                      "load_average_1min": loads, "cpus": os.cpu_count()},
         "results": results, "verdicts": verdicts,
         "targets": {"keep": TARGET_KEEP, "ort_speedup": TARGET_SPEEDUP,

@@ -338,3 +338,62 @@ def test_a_teacher_trained_on_other_data_is_named_with_both_digests(tmp_path):
                            get_entry("spikingformer"))
     assert unknown.trained_on is None and unknown.other_data("mine", "def456") is None
     assert Distillation(nn.Identity()).other_data("mine", "def456") is None
+
+
+def test_init_prunes_the_given_net_and_leaves_it_untouched():
+    """``init``: the schedule starts from the given net's weights (at learning rate 0 the
+    never-pruned stem keeps them exactly, where a fresh start has others), prunes a copy, and
+    records where the start came from; a start of another model is refused."""
+    import dataclasses
+
+    from edgekit.methods.spik4lite.warm_start import WarmStart
+    entry = get_entry("spikingformer")
+    frozen = dataclasses.replace(entry, train=dataclasses.replace(entry.train, lr=0.0))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.rand(48, 1, 8, 8, generator=gen).numpy()
+    y = (torch.arange(48) % 10).numpy()
+    data = Dataset("tiny", x[:32], y[:32], x[32:], y[32:], "tiny")
+    start = _tiny("spikingformer")
+    with torch.no_grad():
+        for p in start.parameters():
+            p.add_(torch.randn_like(p))
+    before = {k: v.clone() for k, v in start.state_dict().items()}
+    stem = "tokenizer.stem.0.weight"
+    result = train_spik4lite(frozen, data, target_keep=0.6, schedule=Schedule(1, 1, 1, 1),
+                             init=WarmStart(start, "spikingformer", "dense.safetensors",
+                                            ("tiny", "abc")))
+    assert torch.equal(result.model.state_dict()[stem], before[stem])
+    assert not torch.equal(_tiny("spikingformer").state_dict()[stem], before[stem])
+    assert all(torch.equal(v, before[k]) for k, v in start.state_dict().items())
+    record = result.details["spik4lite"]
+    assert record["init"] == {"checkpoint": "dense.safetensors", "model": "spikingformer",
+                              "dataset": "tiny", "dataset_digest": "abc"}
+    assert record["channels_after"] < record["channels_before"]
+    with pytest.raises(UsageError, match="holds 'spikingformer', not 'spikingformer:x'"):
+        train_spik4lite(entry, data, variant="x", init=WarmStart(start, "spikingformer", "d"))
+
+
+def test_cli_init_is_checked_before_any_training(tmp_path):
+    out = tmp_path / "s.safetensors"
+    proc = _cli("train", "spikingformer", "--spik4lite", "--init",
+                str(tmp_path / "missing.safetensors"), "-o", str(out))
+    one_line_error(proc.returncode, proc.stderr, 2, "--init", "missing.safetensors does not exist")
+    other = save_checkpoint(create_model("spiking-cnn"), tmp_path / "cnn.safetensors")
+    for args, fragment in (
+            (["--init", str(other)], "need --spik4lite"),
+            (["--spik4lite", "--init", str(other)], "holds 'spiking-cnn', not 'spikingformer'")):
+        result = CliRunner().invoke(cli, ["train", "spikingformer", *args, "-o", str(out)])
+        assert result.exit_code == 2 and fragment in result.output, (args, result.output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cnn.safetensors"]
+
+
+def test_a_start_trained_on_other_data_is_named_with_both_digests(tmp_path):
+    from edgekit.methods.spik4lite.warm_start import load_start
+    path = save_checkpoint(_tiny("spikingformer"), tmp_path / "d.safetensors",
+                           extra={"dataset": "digits", "dataset_digest": "abc123"})
+    start = load_start(path, get_entry("spikingformer"))
+    assert start.model_name == "spikingformer" and start.trained_on == ("digits", "abc123")
+    assert start.other_data("digits", "abc123") is None
+    message = start.other_data("mine", "def456")
+    assert message.startswith(f"the starting checkpoint {path} was trained on other data")
+    assert "'digits', digest abc123" in message and "'mine', digest def456" in message

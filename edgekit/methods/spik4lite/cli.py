@@ -14,10 +14,11 @@ from edgekit.errors import UsageError
 from edgekit.methods import TrainMode
 from edgekit.methods.spik4lite.distill import DISTILL_WEIGHT, load_teacher
 from edgekit.methods.spik4lite.trainer import LAMBDA, PAPER_LAMBDA, Schedule, train_spik4lite
+from edgekit.methods.spik4lite.warm_start import load_start
 from edgekit.registry import ModelEntry
 
 DEFAULT_KEEP = 0.5
-OWN_OPTIONS = ("target_keep", "cycles", "energy_lambda", "teacher", "distill_weight")
+OWN_OPTIONS = ("target_keep", "cycles", "energy_lambda", "teacher", "distill_weight", "init")
 
 
 def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] | None:
@@ -39,15 +40,17 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
         raise UsageError("--distill-weight needs --teacher")
     distillation = (load_teacher(options["teacher"], entry, weight or DISTILL_WEIGHT)
                     if options.get("teacher") is not None else None)
+    init = load_start(options["init"], entry) if options.get("init") is not None else None
 
     def trainer(entry: ModelEntry, dataset: Any, **kwargs: Any) -> Any:
         epochs = kwargs.pop("epochs", None) or entry.train.epochs
-        other = distillation and distillation.other_data(dataset.name, dataset.digest)
-        if other:
-            err_console.print(f"[yellow]warning:[/yellow] {other}")
+        for source in (distillation, init):
+            other = source and source.other_data(dataset.name, dataset.digest)
+            if other:
+                err_console.print(f"[yellow]warning:[/yellow] {other}")
         result = train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
                                  schedule=Schedule.split(epochs, cycles),
-                                 distillation=distillation, **kwargs)
+                                 distillation=distillation, init=init, **kwargs)
         say_keep(result.details["spik4lite"], cycles)
         return result
     return functools.update_wrapper(trainer, train_spik4lite)
@@ -81,4 +84,7 @@ TRAIN_MODES = [TrainMode(options=(
     click.Option(["--distill-weight"], type=KEEP_FRACTION,
                  help=f"Spik4lite: share of the teacher's soft loss (default "
                       f"{DISTILL_WEIGHT}; needs --teacher)."),
+    click.Option(["--init"], type=click.Path(dir_okay=False),
+                 help="Spik4lite: prune this trained checkpoint of the same model (e.g. the "
+                      "dense net) instead of training from fresh weights."),
 ), select=select)]

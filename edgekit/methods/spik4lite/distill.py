@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from edgekit.errors import UsageError
+from edgekit.methods.spik4lite.warm_start import other_data, trained_on
 from edgekit.registry import ModelEntry
 
 # [ours] α and T, from the digits Spikingformer at keep 0.5, 30 epochs, distilling in the fine-tune
@@ -92,13 +93,8 @@ class Distillation:
 
     def other_data(self, dataset_name: str, digest: str) -> str | None:
         """Why the teacher's data are not the student's (None when they are, or are unknown):
-        its soft labels then carry what it learnt elsewhere, perhaps this run's test samples."""
-        if self.trained_on is None or self.trained_on[1] == digest:
-            return None
-        name, theirs = self.trained_on
-        return (f"the teacher {self.source} was trained on other data ('{name}', digest "
-                f"{theirs}) than this run ('{dataset_name}', digest {digest}); if those data "
-                f"hold this run's test samples, the test accuracy overstates the student's")
+        its soft labels then carry what it learnt elsewhere."""
+        return other_data("teacher", self.source, self.trained_on, dataset_name, digest)
 
     def to_json(self) -> dict[str, object]:
         record: dict[str, object] = {"teacher": self.source, "weight": self.weight,
@@ -121,6 +117,5 @@ def load_teacher(path: str | Path, student: ModelEntry, weight: float = DISTILL_
         raise UsageError(f"the teacher {path} is '{ckpt.entry.name}', trained for "
                          f"'{ckpt.entry.task.dataset}', not '{student.task.dataset}'",
                          hint=f"train a teacher first: edgekit train {student.name}")
-    data = (ckpt.info.get("dataset"), ckpt.info.get("dataset_digest"))
     return Distillation(model, weight, temperature, source=str(path),
-                        trained_on=data if all(data) else None)
+                        trained_on=trained_on(ckpt.info))

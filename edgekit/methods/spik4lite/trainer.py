@@ -26,6 +26,7 @@ is a weight at which the gates of both digits nets do (``benchmarks/spik4lite_la
 """
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ from edgekit.methods.spik4lite.gates import (
 from edgekit.methods.spik4lite.gates import gated_layers as gates_of
 from edgekit.methods.spik4lite.groups import channel_groups
 from edgekit.methods.spik4lite.prune import describe, prune
+from edgekit.methods.spik4lite.warm_start import WarmStart
 from edgekit.methods.spik4lite.wrap import unwrap, wrap
 from edgekit.progress import Progress, ProgressUpdate
 from edgekit.registry import ModelEntry
@@ -102,14 +104,21 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
                     progress: Progress | None = None, model: nn.Module | None = None,
                     seconds: float | None = None, lam: float = LAMBDA,
                     schedule: Schedule | None = None,
-                    distillation: Distillation | None = None) -> TrainResult:
+                    distillation: Distillation | None = None,
+                    init: WarmStart | None = None) -> TrainResult:
     """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated.
-    ``distillation``: a teacher whose softened outputs join the task loss in the fine-tune."""
+    ``distillation``: a teacher whose softened outputs join the task loss in the fine-tune;
+    ``init``: a trained net to start from (a copy of it is pruned) instead of fresh weights."""
     check_target(target_keep)
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; Spik4lite gates spiking nets",
                          hint="pick a model with spiking=True (edgekit models)")
     torch.manual_seed(seed)
+    if init is not None:
+        if model is not None:
+            raise UsageError("give the model to start from either as model or as init")
+        init.check(entry_label(entry, variant))
+        model = copy.deepcopy(init.model)
     model = model if model is not None else entry.build(variant)
     settings = entry.train
     schedule = schedule or Schedule.split(epochs or settings.epochs)
@@ -196,7 +205,8 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float =
     details = {"spik4lite": {"target_keep": target_keep, "keep": round(kept / width, 4),
                              "channels_before": width, "channels_after": kept, "lambda": lam,
                              "schedule": vars(schedule), "removals": removals, "gates": gates,
-                             "distillation": distillation.to_json() if distillation else None}}
+                             "distillation": distillation.to_json() if distillation else None,
+                             "init": init.to_json() if init else None}}
     return TrainResult(model, entry.task.metric, value, done, time.perf_counter() - started,
                        loss_value, details)
 
