@@ -6,8 +6,9 @@ Runtime, and what compensation buys right after a removal.
   trained from scratch with the Spik4lite schedule (``edgekit train ENTRY --spik4lite
   --target-keep K``) for the same number of epochs, once on the labels alone ("plain") and once
   distilling from that dense net ("taught": ``--teacher dense.safetensors``, distill.py)
-  (``--teacher plain|taught|both``); ``--from-dense`` adds a row that prunes the trained dense
-  net itself, on the labels alone ("from-dense": ``--init dense.safetensors``, warm_start.py).
+  (``--teacher plain|taught|both``); ``--from-dense`` adds the same trainings started from the
+  trained dense net itself ("from-dense", "from-dense+taught": ``--init dense.safetensors``,
+  warm_start.py).
 - SOPs and energy come from ``edgekit simulate``'s counters (SpikingJelly's op counters over the
   test split; energy: E_MAC x MACs of real-valued layers + E_AC x SOPs, Horowitz 45 nm).
 - Latency: batch 1, one thread; every net exported to ONNX as ``edgekit export`` does
@@ -120,8 +121,8 @@ def main() -> None:
                         help="train each keep below 1.0 on the labels alone (plain), distilling "
                              "from the dense net (taught), or both")
     parser.add_argument("--from-dense", action="store_true",
-                        help="also prune the trained dense net itself at each keep below 1.0 "
-                             "(labels alone; edgekit train --spik4lite --init)")
+                        help="also run each training of a keep below 1.0 from the trained dense "
+                             "net (edgekit train --spik4lite --init)")
     parser.add_argument("--seed", type=int, default=0, help="training seed of every net")
     parser.add_argument("--name", help="results/NAME.json (default spik4lite, or "
                                        "spik4lite_seedN for --seed N)")
@@ -159,15 +160,17 @@ def sweep(args: argparse.Namespace) -> None:
     cases: dict[tuple[str, float, str, str], Any] = {}
     effects = {}
     hows = ("plain", "taught") if args.teacher == "both" else (args.teacher,)
-    hows += ("from-dense",) if args.from_dense else ()
+    if args.from_dense:  # the same trainings, started from the trained dense net
+        hows += tuple("from-dense" + ("" if how == "plain" else "+taught") for how in hows)
     for name in args.models:
         dense = None
         for keep, how in [(k, h) for k in args.keeps for h in (("dense",) if k == 1.0
                                                                 else hows)]:
             torch.manual_seed(args.seed)
             model, details = trained(name, keep, args.epochs, args.cycles, dataset,
-                                     teacher=dense if how == "taught" else None,
-                                     start=dense if how == "from-dense" else None, seed=args.seed)
+                                     teacher=dense if how.endswith("taught") else None,
+                                     start=dense if how.startswith("from-dense") else None,
+                                     seed=args.seed)
             model.eval()
             if keep == 1.0:
                 dense = model
