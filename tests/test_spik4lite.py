@@ -306,7 +306,7 @@ def test_distillation_refuses_a_teacher_of_another_shape_and_bad_weights():
         Distillation(wrong, temperature=0.0)
 
 
-def test_cli_teacher_options_are_checked_before_any_training(tmp_path):
+def test_cli_teacher_and_init_options_are_checked_before_any_training(tmp_path):
     out = tmp_path / "s.safetensors"
     proc = _cli("train", "spikingformer", "--spik4lite", "--teacher",
                 str(tmp_path / "missing.safetensors"), "-o", str(out))
@@ -318,7 +318,11 @@ def test_cli_teacher_options_are_checked_before_any_training(tmp_path):
             (["--spik4lite", "--teacher", str(other)],
              "trained for 'wifi-pose-sim', not 'digits'"),
             (["--spik4lite", "--teacher", str(other), "--distill-weight", "1.5"],
-             "--distill-weight")):
+             "--distill-weight"),
+            (["--init", str(other)], "need --spik4lite"),
+            (["--spik4lite", "--init", str(tmp_path / "missing.safetensors")],
+             "--init: checkpoint " + str(tmp_path / "missing.safetensors") + " does not exist"),
+            (["--spik4lite", "--init", str(other)], "holds 'wifi-mamba', not 'spikingformer'")):
         result = CliRunner().invoke(cli, ["train", "spikingformer", *args, "-o", str(out)])
         assert result.exit_code == 2 and fragment in result.output, (args, result.output)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["wifi.safetensors"]
@@ -371,20 +375,6 @@ def test_init_prunes_the_given_net_and_leaves_it_untouched():
     assert record["channels_after"] < record["channels_before"]
     with pytest.raises(UsageError, match="holds 'spikingformer', not 'spikingformer:x'"):
         train_spik4lite(entry, data, variant="x", init=WarmStart(start, "spikingformer", "d"))
-
-
-def test_cli_init_is_checked_before_any_training(tmp_path):
-    out = tmp_path / "s.safetensors"
-    proc = _cli("train", "spikingformer", "--spik4lite", "--init",
-                str(tmp_path / "missing.safetensors"), "-o", str(out))
-    one_line_error(proc.returncode, proc.stderr, 2, "--init", "missing.safetensors does not exist")
-    other = save_checkpoint(create_model("spiking-cnn"), tmp_path / "cnn.safetensors")
-    for args, fragment in (
-            (["--init", str(other)], "need --spik4lite"),
-            (["--spik4lite", "--init", str(other)], "holds 'spiking-cnn', not 'spikingformer'")):
-        result = CliRunner().invoke(cli, ["train", "spikingformer", *args, "-o", str(out)])
-        assert result.exit_code == 2 and fragment in result.output, (args, result.output)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cnn.safetensors"]
 
 
 def test_a_start_trained_on_other_data_is_named_with_both_digests(tmp_path):
