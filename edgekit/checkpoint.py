@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 from torch import nn
 
 from edgekit.errors import UsageError
@@ -182,7 +183,21 @@ def load_checkpoint(path: str | Path,
         first = str(exc).strip().splitlines()[-1].strip()
         raise UsageError(f"checkpoint {ckpt.path} does not fit model '{ckpt.model_name}': "
                          f"{first}") from exc
+    _check_finite(model, ckpt.path)
     return model.eval(), ckpt
+
+
+def _check_finite(model: nn.Module, path: Path) -> None:
+    """Weights that hold NaN or infinity (a diverged training) are refused here, where every
+    use of a checkpoint passes (export, profile, a teacher, a start to prune): a net of them
+    computes nothing, and a spiking one fails silently, its neurons never firing. Buffers may
+    hold infinities on purpose (masks), so only parameters are checked."""
+    bad = [(name, int((~torch.isfinite(p)).sum())) for name, p in model.named_parameters()
+           if not torch.isfinite(p).all()]
+    if bad:
+        raise UsageError(f"checkpoint {path} holds non-finite weights (nan or inf): "
+                         f"{sum(n for _, n in bad)} value(s) in {len(bad)} tensor(s), e.g. "
+                         f"'{bad[0][0]}'", hint="retrain it; the training that wrote it diverged")
 
 
 def _config_overrides(ckpt: Checkpoint) -> dict[str, Any]:

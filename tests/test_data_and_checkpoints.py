@@ -80,6 +80,22 @@ def test_checkpoint_checksum_and_mismatch(tmp_path):
         load_checkpoint(good, expect_entry="ds-cnn")
 
 
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
+def test_checkpoint_with_non_finite_weights_is_refused(tmp_path, value):
+    """Checksums pass (the weights are what was saved), the values are not usable."""
+    import torch
+
+    model = create_model("mlp")
+    with torch.no_grad():
+        model.state_dict()[next(iter(dict(model.named_parameters())))].view(-1)[:3] = value
+    path = save_checkpoint(model, tmp_path / "m.safetensors")
+    with pytest.raises(UsageError, match=r"non-finite weights \(nan or inf\): 3 value\(s\) in "
+                                         r"1 tensor\(s\)"):
+        load_checkpoint(path)
+    loaded, _ = load_checkpoint(save_checkpoint(create_model("mlp"), tmp_path / "ok.safetensors"))
+    assert all(torch.isfinite(p).all() for p in loaded.parameters())
+
+
 def test_safetensors_without_edgekit_record(tmp_path):
     from safetensors.torch import save
 
