@@ -41,10 +41,16 @@ def _terms(ssm_a, ssm_p, pa, pp, coupling):
 def test_step_loop_matches_the_closed_form():
     ssm_a, ssm_p, pa, pp, w, h0 = _streams(0)
     terms = _terms(ssm_a, ssm_p, pa, pp, w)
-    states, final = step_scan(*terms, h0)
-    expected = reference_scan(*terms, h0)
+    states, final = step_scan(*terms, h0.transpose(-1, -2))  # the terms' layout: N before E
+    expected = reference_scan(*terms, h0.transpose(-1, -2))
     torch.testing.assert_close(states, expected, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(final, expected[:, -1], atol=1e-5, rtol=1e-4)
+    # the read-out y = C · h + D u, written out against the closed-form states
+    c, u = torch.stack([pa[4], pp[4]], 2), torch.stack([pa[0], pp[0]], 2)
+    want = torch.einsum("blsne,blsn->blse", expected, c) + torch.stack([ssm_a.D, ssm_p.D]) * u
+    y_a, y_p, h = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0)
+    torch.testing.assert_close(torch.stack([y_a, y_p], 2), want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(h, expected[:, -1].transpose(-1, -2), atol=1e-5, rtol=1e-4)
 
 
 def test_chunked_scan_matches_the_plain_loop():
@@ -91,20 +97,20 @@ def test_scan_is_causal_and_coupling_links_the_streams():
 
 
 def test_chunked_model_exports_to_onnx_at_any_batch(tmp_path):
-    """50 packets take the chunked path, the last chunk padded; the graph is checked by ONNX
+    """163 packets take the chunked path, the last chunk padded; the graph is checked by ONNX
     Runtime against torch at a batch other than the exported one."""
-    assert 50 % chunk_size(50) != 0
+    assert 163 % chunk_size(163) != 0
     torch.manual_seed(0)
     model = WiFiMamba(d_model=8, d_state=4, n_layers=1, dec_dim=8, dec_layers=1, heads=2,
                       queries=2).eval()
     for block in model.blocks:
         block.coupling.data.normal_()
     path = tmp_path / "m.onnx"
-    export_graph(model, (torch.randn(2, 2, 270, 50),), path, opset=18, input_names=["input"],
+    export_graph(model, (torch.randn(2, 2, 270, 163),), path, opset=18, input_names=["input"],
                  output_names=["poses", "logits"], dynamo=False, dynamic_batch=True)
     from edgekit.backends.onnxruntime_backend import make_session
 
-    x = torch.randn(3, 2, 270, 50)
+    x = torch.randn(3, 2, 270, 163)
     got = make_session(path, threads=1).run(None, {"input": x.numpy()})
     with torch.inference_mode():
         want = model(x)

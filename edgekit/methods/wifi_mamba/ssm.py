@@ -30,18 +30,28 @@ reads y out. A frame of L packets in chunks of S costs about 20·S + 3·L/S tens
 on all chunks at once, instead of about 6·L, and stays linear in L; each position's terms are
 made for all chunks at once rather than for the whole frame, which beyond a few hundred packets
 no longer fits the CPU cache (measured: whole-frame terms took most of the time at 500). Up to
-``SINGLE_CHUNK`` packets (the dataset's 20) the frame is one chunk: the plain loop, with the terms
-made for the whole frame in a few operations. Nothing here is a fused kernel: on a CPU at batch 1
-the per-operation overhead is what chunking removes, while the arithmetic per packet stays: about
-10 (plain loop) to 20 (chunked) elementwise passes over the 2·E·N state values per block, which
-is what still leaves the scan behind the transformer's matrix products on ONNX Runtime at up to a
-few hundred packets (benchmarks/README.md). A log-depth (Hillis–Steele) scan over the 2x2
-transitions was tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it
-multiplies that arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per
-channel, so the state dimension becomes matrix products) would cut it, but changes A; not done.
-Keeping the two streams as separate tensors, so that no step copies a flipped state (a Slice
-per use on ONNX Runtime), was tried as well: the same outputs bit for bit, and 0.87-1.07x the
-speed of this form on ONNX Runtime at 50-500 packets (5 interleaved rounds), so not kept.
+``SINGLE_CHUNK`` packets the frame is one chunk: the plain loop, five small operations per packet
+on cache-resident states, with the terms made for the whole frame in a few operations. Where
+each wins was measured on both backends (benchmarks/README.md): the plain loop up to about 150
+packets, the chunked scan beyond, whose passes over all chunks at once cost about 4x the
+arithmetic of the loop's.
+
+Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``): the
+products with per-channel factors then broadcast over rows of E = 64 values, not N = 16, and
+the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``),
+that made the whole model 1.2-1.4x faster on ONNX Runtime at 20-500 packets.
+
+Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that sets a floor: a coupled
+step is at least five ONNX nodes (two products, two sums and the flip that reads the other
+stream), and a node costs about 1.2 µs here however small its tensors, so 2 blocks x L packets
+cost at least 12·L µs before any term is made; at 50-100 packets that is most of what the
+transformer's matrix products take for the whole frame. A log-depth (Hillis–Steele) scan over
+the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at 20-2000
+packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
+one decay per channel, so the state dimension becomes matrix products) would cut it, but
+changes A; not done. Keeping the two streams as separate tensors, so that no step copies a
+flipped state, was tried as well: the same outputs bit for bit, and 0.87-1.07x the speed of
+this form on ONNX Runtime at 50-500 packets (5 interleaved rounds), so not kept.
 Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
 exported length) and returns the final states that the persistent memory carries.
 """
@@ -53,7 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-SINGLE_CHUNK = 40  # up to this many packets the scan is one chunk: the plain loop
+SINGLE_CHUNK = 150  # up to this many packets the scan is one chunk: the plain loop
 
 
 class SelectiveSSM(nn.Module):
@@ -82,29 +92,47 @@ class SelectiveSSM(nn.Module):
         u, z = self.in_proj(x).chunk(2, dim=-1)  # (B, L, E) each
         u = F.silu(self.conv(u.transpose(1, 2))[..., :seq].transpose(1, 2))  # causal conv
         dt, b, c = self.x_proj(u).split([self.dt_rank, self.d_state, self.d_state], dim=-1)
-        dt = F.softplus(self.dt_proj(dt))  # (B, L, E)
+        dt = softplus(self.dt_proj(dt))  # (B, L, E)
         return u, z, dt, b, c
 
     def A(self) -> torch.Tensor:
         return -torch.exp(self.A_log)  # (E, N)
 
 
+def softplus(x: torch.Tensor) -> torch.Tensor:
+    """log(1 + e^x), written as max(x, 0) + log1p(e^-|x|): the same function (no overflow for
+    large x, no threshold), and five cheap nodes on ONNX Runtime, whose Softplus kernel took
+    4-5x as long at these sizes."""
+    return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
+
+
 def transitions(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, A: torch.Tensor,
                 coupling: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The coupled recurrence's terms, each (..., 2, E, N) (2: amplitude, phase): decay ā, cross
-    share κ, drive ΔBu. Δ, u (..., 2, E); B (..., 2, N); A, coupling W (2, E, N). The leading
-    axes are (B, L), or (B, chunks, 1) at one position of the chunked scan."""
-    decay = torch.exp(dt.unsqueeze(-1) * A)
-    share = torch.tanh(coupling)
+    """The coupled recurrence's terms, each (..., 2, N, E) (2: amplitude, phase; states before
+    channels, see below): decay ā, cross share κ, drive ΔBu. Δ, u (..., 2, E); B (..., 2, N);
+    A, coupling W (2, E, N) as the parameters hold them. The leading axes are (B, L), or
+    (B, chunks, 1) at one position of the chunked scan.
+
+    The E channels are the last axis: every product with a per-channel factor (Δ, Δu) then
+    broadcasts over rows of E values rather than of N, which ONNX Runtime's CPU kernels do 3-4x
+    faster at these sizes (N = 16: a broadcast over spans of 16 floats)."""
+    decay = torch.exp(dt.unsqueeze(-2) * A.transpose(-1, -2))
+    share = torch.tanh(coupling).transpose(-1, -2)
     cross = torch.addcmul(share, share, decay, value=-1.0)  # tanh(W) ⊙ (1 - ā)
-    drive = (dt * u).unsqueeze(-1) * b.unsqueeze(-2)
+    drive = b.unsqueeze(-1) * (dt * u).unsqueeze(-2)
     return decay, cross, drive
+
+
+def read_out(states: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """y = C · h per channel: states (..., 2, N, E), C (..., 2, N) -> (..., 2, E), as one
+    batched (1 x N) @ (N x E) product instead of a broadcast multiply and a sum."""
+    return (c.unsqueeze(-2) @ states).squeeze(-2)
 
 
 def step_scan(decay: torch.Tensor, cross: torch.Tensor, drive: torch.Tensor,
               h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The recurrence one packet at a time: (B, L, 2, E, N) terms, h (B, 2, E, N) -> states
-    (B, L, 2, E, N) and the final state. The plain definition, which the chunked scan is tested
+    """The recurrence one packet at a time: (B, L, 2, N, E) terms, h (B, 2, N, E) -> states
+    (B, L, 2, N, E) and the final state. The plain definition, which the chunked scan is tested
     against, and what a frame of one chunk runs. ``flip`` swaps the streams: each takes κ ⊙ the
     other's previous state. Packets are split off with their time axis kept, which exports to
     ONNX without a Squeeze and an Unsqueeze per packet."""
@@ -124,11 +152,11 @@ def chunk_size(length: int) -> int:
 
 
 def _chunk_starts(terms: list, h: torch.Tensor, chunks: int) -> torch.Tensor:
-    """The true state entering each chunk (B, chunks, 1, 2, E, N), from each position's terms
-    (B, chunks, 1, 2, E, N); h (B, 2, E, N)."""
+    """The true state entering each chunk (B, chunks, 1, 2, N, E), from each position's terms
+    (B, chunks, 1, 2, N, E); h (B, 2, N, E)."""
     # Pass 1: each chunk from zero (the first from h), and each chunk's 2x2 transition product
     # P = M_S ⋯ M_1, kept by rows: diag[i] = P_ii, off[i] = P_i,other.
-    h = h.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, 2, E, N)
+    h = h.unsqueeze(1).unsqueeze(1)  # (B, 1, 1, 2, N, E)
     local = F.pad(h, (0, 0, 0, 0, 0, 0, 0, 0, 0, chunks - 1))
     diag, off = terms[0][0], terms[0][1]
     for j, (d, k, v) in enumerate(terms):
@@ -149,9 +177,9 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
                  A: torch.Tensor, coupling: torch.Tensor, h: torch.Tensor,
                  size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The scan in chunks of ``size`` packets side by side: C_t · h_t (B, L, 2, E) and the final
-    state (B, 2, E, N). Inputs as ``transitions`` takes them, C (B, L, 2, N); L must be a multiple
-    of ``size`` (``dual_selective_scan`` pads). The (B, L, 2, E, N) terms and states are never
-    built whole, only each position's terms for all chunks at once."""
+    state (B, 2, N, E), from h (B, 2, N, E). Inputs as ``transitions`` takes them, C (B, L, 2, N);
+    L must be a multiple of ``size`` (``dual_selective_scan`` pads). The (B, L, 2, N, E) terms
+    and states are never built whole, only each position's terms for all chunks at once."""
     length = dt.shape[1]
     if length % size:
         raise ValueError(f"{length} packets do not split into chunks of {size}")
@@ -164,7 +192,7 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
     ys = []
     for (d, k, v), c_j in zip(terms, c, strict=True):
         state = torch.addcmul(torch.addcmul(v, d, state), k, state.flip(-3))
-        ys.append((state * c_j.unsqueeze(-2)).sum(-1))
+        ys.append(read_out(state, c_j))
     return torch.cat(ys, 2).flatten(1, 2), state[:, -1, 0]
 
 
@@ -181,13 +209,15 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
     size = min(chunk_size(length) if chunk is None else chunk, length)
     u, dt, b, c = (torch.stack([a[i], p[i]], 2) for i in (0, 2, 3, 4))  # (B, L, 2, ...)
     A = torch.stack([ssm_a.A(), ssm_p.A()])
+    h = h.transpose(-1, -2)  # (B, 2, N, E) inside the scan (``transitions``)
     if size == length:
         states, h = step_scan(*transitions(dt, u, b, A, coupling), h)
-        y = (states * c.unsqueeze(3)).sum(-1)  # C_t · h_t, (B, L, 2, E)
+        y = read_out(states, c)  # C_t · h_t, (B, L, 2, E)
     else:
         pad = (0, 0, 0, 0, 0, -length % size)
         y, h = chunked_scan(*(F.pad(x, pad) for x in (dt, u, b, c)), A, coupling, h, size)
         y = y[:, :length]
+    h = h.transpose(-1, -2)
     y = y + torch.stack([ssm_a.D, ssm_p.D]) * u
     return y[:, :, 0], y[:, :, 1], h
 
@@ -196,7 +226,7 @@ def reference_scan(decay: torch.Tensor, cross: torch.Tensor, drive: torch.Tensor
                    h: torch.Tensor) -> torch.Tensor:
     """The coupled states by the closed form h_t = Σ_s (M_t ⋯ M_{s+1}) v_s + (M_t ⋯ M_1) h_0,
     each product built backwards from t with the 2x2 entries written out; O(L²), for tests only:
-    an independent check of the scans. Terms (B, L, 2, E, N), h (B, 2, E, N) -> states."""
+    an independent check of the scans. Terms (B, L, 2, N, E), h (B, 2, N, E) -> states."""
     one, zero = torch.ones_like(h[:, 0]), torch.zeros_like(h[:, 0])
     out = []
     for t in range(decay.shape[1]):
