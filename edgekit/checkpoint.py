@@ -63,7 +63,7 @@ def weights_digest(state: dict[str, Any]) -> str:
 def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] | None = None,
                     extra: dict[str, Any] | None = None) -> Path:
     """Write ``path`` (.safetensors), weights and record in one atomic step; the model must come
-    from the registry (it carries ``edgekit_cfg``)."""
+    from the registry (it carries ``edgekit_cfg``) and its weights must be finite."""
     from safetensors.torch import save
 
     cfg = getattr(model, "edgekit_cfg", None)
@@ -72,6 +72,11 @@ def save_checkpoint(model: nn.Module, path: str | Path, metrics: dict[str, Any] 
     path = Path(path)
     if path.suffix != ".safetensors":
         raise UsageError(f"checkpoint path {path} must end in .safetensors")
+    found = _non_finite(model)
+    if found:  # every load would refuse it, so it is not written (nor is an older file replaced)
+        raise UsageError(f"not writing {path}: the weights hold nan or inf ({found}); the "
+                         "training diverged", hint="lower the learning rate or train fewer "
+                         "epochs, then train again")
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     record = {
         "format": CHECKPOINT_FORMAT,
@@ -190,14 +195,22 @@ def load_checkpoint(path: str | Path,
 def _check_finite(model: nn.Module, path: Path) -> None:
     """Weights that hold NaN or infinity (a diverged training) are refused here, where every
     use of a checkpoint passes (export, profile, a teacher, a start to prune): a net of them
-    computes nothing, and a spiking one fails silently, its neurons never firing. Buffers may
-    hold infinities on purpose (masks), so only parameters are checked."""
+    computes nothing, and a spiking one fails silently, its neurons never firing."""
+    found = _non_finite(model)
+    if found:
+        raise UsageError(f"checkpoint {path} holds non-finite weights (nan or inf): {found}",
+                         hint="retrain it; the training that wrote it diverged")
+
+
+def _non_finite(model: nn.Module) -> str:
+    """'' if every parameter is finite, else how many values in how many tensors are not.
+    Buffers may hold infinities on purpose (masks), so only parameters are checked."""
     bad = [(name, int((~torch.isfinite(p)).sum())) for name, p in model.named_parameters()
            if not torch.isfinite(p).all()]
-    if bad:
-        raise UsageError(f"checkpoint {path} holds non-finite weights (nan or inf): "
-                         f"{sum(n for _, n in bad)} value(s) in {len(bad)} tensor(s), e.g. "
-                         f"'{bad[0][0]}'", hint="retrain it; the training that wrote it diverged")
+    if not bad:
+        return ""
+    return (f"{sum(n for _, n in bad)} value(s) in {len(bad)} tensor(s), e.g. "
+            f"'{bad[0][0]}'")
 
 
 def _config_overrides(ckpt: Checkpoint) -> dict[str, Any]:

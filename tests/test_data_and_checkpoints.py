@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -81,19 +82,38 @@ def test_checkpoint_checksum_and_mismatch(tmp_path):
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf")])
-def test_checkpoint_with_non_finite_weights_is_refused(tmp_path, value):
-    """Checksums pass (the weights are what was saved), the values are not usable."""
+def test_non_finite_weights_are_neither_saved_nor_loaded(tmp_path, value):
+    """A diverged net is not written (a file already at the path stays as it was); one written
+    by other means, with a record and checksum that match, is refused when loaded."""
     import torch
+    from safetensors import safe_open
+    from safetensors.torch import save
+
+    from edgekit.checkpoint import METADATA_KEY, weights_digest
 
     model = create_model("mlp")
+    name = next(iter(dict(model.named_parameters())))
     with torch.no_grad():
-        model.state_dict()[next(iter(dict(model.named_parameters())))].view(-1)[:3] = value
-    path = save_checkpoint(model, tmp_path / "m.safetensors")
+        model.state_dict()[name].view(-1)[:3] = value
+    path = tmp_path / "m.safetensors"
+    path.write_bytes(b"the user's")
+    with pytest.raises(UsageError, match=r"not writing .*m\.safetensors: the weights hold nan or "
+                                         r"inf \(3 value\(s\) in 1 tensor\(s\), e\.g\. "
+                                         rf"'{re.escape(name)}'\); the training diverged"):
+        save_checkpoint(model, path)
+    assert path.read_bytes() == b"the user's"
+    good = save_checkpoint(create_model("mlp"), tmp_path / "ok.safetensors")
+    loaded, _ = load_checkpoint(good)
+    assert all(torch.isfinite(p).all() for p in loaded.parameters())
+    with safe_open(str(good), framework="pt") as handle:
+        state = {k: handle.get_tensor(k) for k in handle.keys()}
+        record = json.loads(handle.metadata()[METADATA_KEY])
+    state[name].view(-1)[:3] = value
+    record["weights_sha256"] = weights_digest(state)
+    path.write_bytes(save(state, metadata={"format": "pt", METADATA_KEY: json.dumps(record)}))
     with pytest.raises(UsageError, match=r"non-finite weights \(nan or inf\): 3 value\(s\) in "
                                          r"1 tensor\(s\)"):
         load_checkpoint(path)
-    loaded, _ = load_checkpoint(save_checkpoint(create_model("mlp"), tmp_path / "ok.safetensors"))
-    assert all(torch.isfinite(p).all() for p in loaded.parameters())
 
 
 def test_safetensors_without_edgekit_record(tmp_path):
