@@ -11,11 +11,15 @@ time, inputs coupled through a dense projection of the other stream's previous o
 coupling weights here, the same operations). The per-packet loops unroll into graphs of tens of
 nodes per packet, so they go to ONNX Runtime only up to ``--loop-ort-max`` packets.
 
-Every case is set up first; each round times every case once, in an order that rotates between
-rounds, so a burst of load from another process spoils one round of every case rather than every
-round of one case. Tables quote the median over rounds of each round's median latency (spread:
-lowest and highest round); the scaling exponent is the slope of log latency on log L, fitted by
-least squares over all lengths and over L >= 200 (where fixed per-call costs no longer dominate).
+Every case is set up first. Each round visits every (backend, length) group once, the groups in
+an order that rotates between rounds, and within a group alternates the models call by call, so
+the models compared at one length see the same phase of the shared host (whose speed drifts by
+tens of percent over seconds) and a burst of load spoils one round of every case rather than
+every round of one case. Tables quote the median over rounds of each round's median latency
+(spread: lowest and highest round) and, for the ratio of the two models, the median of the
+per-round ratios with their range; the scaling exponent is the slope of log latency on log L,
+fitted by least squares over all lengths and over L >= 200 (where fixed per-call costs no longer
+dominate).
 
     python benchmarks/wifi_mamba.py [--rounds R] [--reps N] [--threads T] [--quick]
 """
@@ -159,21 +163,29 @@ def main() -> None:
             exports[(name, length)]["session"].run(None, {"input": inputs[length].numpy()})
 
     times: dict[tuple, list[float]] = {c: [] for c in cases}
+    groups = [[c for c in cases if c[1:] == (backend, length)]
+              for backend in BACKENDS for length in lengths]
     loads = []
     with torch.inference_mode():
         for case in cases:  # warm-up
             call(case)
         for r in range(args.rounds):
             loads.append(os.getloadavg()[0])
-            shift = r % len(cases)
-            for case in cases[shift:] + cases[:shift]:
-                calls = []
-                for _ in range(args.reps):
-                    t0 = time.perf_counter()
-                    call(case)
-                    calls.append(time.perf_counter() - t0)
-                times[case].append(median(calls) * 1e3)
+            shift = r % len(groups)
+            for group in groups[shift:] + groups[:shift]:
+                calls: dict[tuple, list[float]] = {c: [] for c in group}
+                for _ in range(args.reps):  # the group's models alternate call by call
+                    for case in group:
+                        t0 = time.perf_counter()
+                        call(case)
+                        calls[case].append(time.perf_counter() - t0)
+                for case, seconds in calls.items():
+                    times[case].append(median(seconds) * 1e3)
     ms = {c: median(v) for c, v in times.items()}
+    ratios = {(backend, length): [p / m for p, m in zip(times[(PETR, backend, length)],
+                                                        times[(MAMBA, backend, length)],
+                                                        strict=True)]
+              for backend in BACKENDS for length in lengths}
 
     def cell(case):
         if case not in ms:
@@ -183,10 +195,11 @@ def main() -> None:
     tables, fits = {}, {}
     for backend in BACKENDS:
         rows = [[length] + [cell((n, backend, length)) for n in ROWS]
-                + [f"{ms[(PETR, backend, length)] / ms[(MAMBA, backend, length)]:.2f}"]
+                + [f"{median(ratios[(backend, length)]):.2f} "
+                   f"({min(ratios[(backend, length)]):.2f}-{max(ratios[(backend, length)]):.2f})"]
                 for length in lengths]
         tables[backend] = markdown_table(
-            ["packets L"] + [f"{n} ms" for n in ROWS] + ["petr / mamba"], rows)
+            ["packets L"] + [f"{n} ms" for n in ROWS] + ["petr / mamba (rounds)"], rows)
         fits[backend] = {}
         for n in ROWS:
             have = [length for length in lengths if (n, backend, length) in ms]
@@ -215,6 +228,9 @@ def main() -> None:
         "latency_ms": {backend: {n: {str(length): ms[(n, backend, length)]
                                      for length in lengths if (n, backend, length) in ms}
                                  for n in ROWS} for backend in BACKENDS},
+        "petr_over_mamba": {backend: {str(length): {"median": median(ratios[(backend, length)]),
+                                                    "rounds": ratios[(backend, length)]}
+                                      for length in lengths} for backend in BACKENDS},
         "round_ms": {backend: {n: {str(length): times[(n, backend, length)]
                                    for length in lengths if (n, backend, length) in times}
                                for n in ROWS} for backend in BACKENDS},

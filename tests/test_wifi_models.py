@@ -14,6 +14,7 @@ from edgekit.methods.wifi_mamba.ssm import (
     chunked_scan,
     dual_selective_scan,
     reference_scan,
+    scan_constants,
     step_scan,
     transitions,
 )
@@ -34,7 +35,7 @@ def _streams(seed, batch=2, seq=12, d=16, n=4):
 
 def _terms(ssm_a, ssm_p, pa, pp, coupling):
     dt, u, b = (torch.stack([pa[i], pp[i]], 2) for i in (2, 0, 3))
-    return transitions(dt, u, b, torch.stack([ssm_a.A(), ssm_p.A()]), coupling)
+    return transitions(dt, u, b, *scan_constants(torch.stack([ssm_a.A(), ssm_p.A()]), coupling))
 
 
 @torch.no_grad()
