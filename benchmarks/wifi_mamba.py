@@ -19,7 +19,9 @@ every round of one case. Tables quote the median over rounds of each round's med
 (spread: lowest and highest round) and, for the ratio of the two models, the median of the
 per-round ratios with their range; the scaling exponent is the slope of log latency on log L,
 fitted by least squares over all lengths and over L >= 200 (where fixed per-call costs no longer
-dominate).
+dominate). Last, the floor of the plain loop on ONNX Runtime: the time of one coupled state update
+(``ssm.step_scan``'s step, five nodes on one packet's states), from graphs of 100 and 400 such
+steps, times blocks x L, beside both models' latency.
 
     python benchmarks/wifi_mamba.py [--rounds R] [--reps N] [--threads T] [--quick]
 """
@@ -127,6 +129,47 @@ def export_case(model: nn.Module, x: torch.Tensor, path: Path) -> dict:
             "nodes": len(onnx.load(str(path)).graph.node)}
 
 
+class CoupledSteps(nn.Module):
+    """``steps`` coupled state updates h = d*h + k*flip(h) + v (``ssm.step_scan``'s step) on one
+    packet's (1, 1, 2, N, E) terms: the least one packet of one block can cost."""
+
+    def __init__(self, steps: int) -> None:
+        super().__init__()
+        self.steps = steps
+
+    def forward(self, d, k, v, h):
+        for _ in range(self.steps):
+            h = torch.addcmul(torch.addcmul(v, d, h), k, h.flip(-3))
+        return h
+
+
+def step_floor_us(tmp: Path, rounds: int, state: tuple[int, int] = (16, 64)) -> dict:
+    """ONNX Runtime's time per coupled step, from graphs of 100 and 400 steps (their difference
+    over 300), median of ``rounds`` rounds of 20 calls each: the per-packet floor of the plain
+    loop, whatever the terms cost."""
+    args = tuple(torch.rand(1, 1, 2, *state) * 0.5 for _ in range(4))
+    sessions = {}
+    for steps in (100, 400):
+        path = tmp / f"steps-{steps}.onnx"
+        export_graph(CoupledSteps(steps), args, path, opset=18, input_names=list("dkvh"),
+                     output_names=["state"], dynamo=False)
+        sessions[steps] = make_session(path, threads=1)
+    feed = {name: a.numpy() for name, a in zip("dkvh", args, strict=True)}
+    per_round = []
+    for _ in range(rounds):
+        ms = {}
+        for steps, session in sessions.items():
+            calls = []
+            for _ in range(20):
+                t0 = time.perf_counter()
+                session.run(None, feed)
+                calls.append(time.perf_counter() - t0)
+            ms[steps] = median(calls)
+        per_round.append((ms[400] - ms[100]) / 300 * 1e6)
+    nodes = len(onnx.load(str(tmp / "steps-400.onnx")).graph.node) / 400
+    return {"us_per_step": median(per_round), "rounds_us": per_round, "nodes_per_step": nodes}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -154,6 +197,7 @@ def main() -> None:
                 path = Path(tmp) / f"{n.replace(' ', '-')}-{length}.onnx"
                 exports[(n, length)] = export_case(models[n], inputs[length], path)
                 cases.append((n, "onnxruntime", length))
+        floor = step_floor_us(Path(tmp), args.rounds)
 
     def call(case):
         name, backend, length = case
@@ -219,7 +263,17 @@ def main() -> None:
         print(f"\n{backend} (ms: median of rounds, lowest-highest round)\n{tables[backend]}")
     print()
     print(fit_table)
+    blocks = len(models[MAMBA].blocks)
+    floor_rows = [[length, f"{blocks * length * floor['us_per_step'] / 1e3:.2f}",
+                   f"{ms[(PETR, 'onnxruntime', length)]:.2f}",
+                   f"{ms[(MAMBA, 'onnxruntime', length)]:.2f}"] for length in lengths]
+    floor_table = markdown_table(["packets L", f"{blocks} blocks x L coupled steps alone ms",
+                                  "wifi-petr ms", "wifi-mamba ms"], floor_rows)
+    print(f"\nONNX Runtime, one coupled step ({floor['nodes_per_step']:.0f} nodes): "
+          f"{floor['us_per_step']:.2f} us (rounds {min(floor['rounds_us']):.2f}-"
+          f"{max(floor['rounds_us']):.2f})\n{floor_table}")
     write_result("wifi_mamba", {
+        "step_floor": floor,
         "settings": {**vars(args), "lengths": lengths, "batch": 1,
                      "backends": ["torch eager", "onnxruntime CPUExecutionProvider"],
                      "cpu_count": os.cpu_count()},
@@ -238,7 +292,8 @@ def main() -> None:
                                    if k != "session"}
                      for length in lengths if (n, length) in exports} for n in ROWS},
         "exponents": fits, "params": params,
-        "tables": {**{f"latency_{b}": tables[b] for b in BACKENDS}, "fits": fit_table},
+        "tables": {**{f"latency_{b}": tables[b] for b in BACKENDS}, "fits": fit_table,
+                   "step_floor": floor_table},
     })
 
 
