@@ -38,20 +38,22 @@ arithmetic of the loop's.
 
 Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``): the
 products with per-channel factors then broadcast over rows of E = 64 values, not N = 16, and
-the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``),
-that made the whole model 1.2-1.4x faster on ONNX Runtime at 20-500 packets.
+the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``)
+and the cross share in two nodes, the model runs 1.2-1.4x faster on ONNX Runtime at 20-500
+packets than with the (E, N) layout, and about as fast on torch (0.9-1.15x; benchmarks/README.md).
 
-Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that sets a floor: a coupled
-step is at least five ONNX nodes (two products, two sums and the flip that reads the other
-stream), and a node costs about 1.2 µs here however small its tensors, so 2 blocks x L packets
-cost at least 12·L µs before any term is made; at 50-100 packets that is most of what the
-transformer's matrix products take for the whole frame. A log-depth (Hillis–Steele) scan over
+Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that is what is left: a
+coupled step is five ONNX nodes (two products, two sums and the flip that reads the other
+stream), about 4-6.5 µs per packet and block here, and splitting the frame's terms into packets
+adds about 40 % to that; with the terms themselves (whole-frame elementwise passes) and the
+model around the scan, WiFi-Mamba runs at 0.75-0.95x the transformer's speed at 50-200 packets
+(three 7-round runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele) scan over
 the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at 20-2000
 packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
 one decay per channel, so the state dimension becomes matrix products) would cut it, but
-changes A; not done. Keeping the two streams as separate tensors, so that no step copies a
-flipped state, was tried as well: the same outputs bit for bit, and 0.87-1.07x the speed of
-this form on ONNX Runtime at 50-500 packets (5 interleaved rounds), so not kept.
+changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
+cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
+(no flip) the same outputs bit for bit at 0.87-1.07x the speed; neither was kept.
 Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
 exported length) and returns the final states that the persistent memory carries.
 """
@@ -101,8 +103,8 @@ class SelectiveSSM(nn.Module):
 
 def softplus(x: torch.Tensor) -> torch.Tensor:
     """log(1 + e^x), written as max(x, 0) + log1p(e^-|x|): the same function (no overflow for
-    large x, no threshold), and five cheap nodes on ONNX Runtime, whose Softplus kernel took
-    4-5x as long at these sizes."""
+    large x, no threshold; within 1.5e-7 relative of torch's), and seven cheap nodes on ONNX
+    Runtime, whose Softplus kernel took 86 µs at 100 packets where their slowest takes 15."""
     return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
 
 
