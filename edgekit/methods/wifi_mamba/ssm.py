@@ -47,9 +47,9 @@ coupled step is five ONNX nodes (two products, two sums and the flip that reads 
 stream), about 4-6.5 µs per packet and block here, and splitting the frame's terms into packets
 adds about 40 % to that; with the terms themselves (whole-frame elementwise passes) and the
 model around the scan, WiFi-Mamba runs at 0.75-0.95x the transformer's speed at 50-200 packets
-(three 7-round runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele) scan over
-the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at 20-2000
-packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
+(three 7-round runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele)
+scan over the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at
+20-2000 packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
 one decay per channel, so the state dimension becomes matrix products) would cut it, but
 changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
 cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
