@@ -12,6 +12,7 @@ from edgekit.methods.wifi_mamba.ssm import (
     SelectiveSSM,
     chunk_size,
     chunked_scan,
+    cross,
     dual_selective_scan,
     reference_scan,
     scan_constants,
@@ -34,16 +35,19 @@ def _streams(seed, batch=2, seq=12, d=16, n=4):
 
 
 def _terms(ssm_a, ssm_p, pa, pp, coupling):
+    """decay, tanh(W), drive and the cross share κ, in the scan's layout."""
     dt, u, b = (torch.stack([pa[i], pp[i]], 2) for i in (2, 0, 3))
-    return transitions(dt, u, b, *scan_constants(torch.stack([ssm_a.A(), ssm_p.A()]), coupling))
+    A, share = scan_constants(torch.stack([ssm_a.A(), ssm_p.A()]), coupling)
+    decay, drive = transitions(dt, u, b, A)
+    return decay, share, drive, cross(share, decay)
 
 
 @torch.no_grad()
 def test_step_loop_matches_the_closed_form():
     ssm_a, ssm_p, pa, pp, w, h0 = _streams(0)
-    terms = _terms(ssm_a, ssm_p, pa, pp, w)
-    states, final = step_scan(*terms, h0.transpose(-1, -2))  # the terms' layout: N before E
-    expected = reference_scan(*terms, h0.transpose(-1, -2))
+    decay, share, drive, kappa = _terms(ssm_a, ssm_p, pa, pp, w)
+    states, final = step_scan(decay, share, drive, h0.transpose(-1, -2))  # layout: N before E
+    expected = reference_scan(decay, kappa, drive, h0.transpose(-1, -2))
     torch.testing.assert_close(states, expected, atol=1e-5, rtol=1e-4)
     torch.testing.assert_close(final, expected[:, -1], atol=1e-5, rtol=1e-4)
     # the read-out y = C · h + D u, written out against the closed-form states
