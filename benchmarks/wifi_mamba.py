@@ -19,9 +19,9 @@ every round of one case. Tables quote the median over rounds of each round's med
 (spread: lowest and highest round) and, for the ratio of the two models, the median of the
 per-round ratios with their range; the scaling exponent is the slope of log latency on log L,
 fitted by least squares over all lengths and over L >= 200 (where fixed per-call costs no longer
-dominate). Last, the floor of the plain loop on ONNX Runtime: the time of one coupled state update
-(``ssm.step_scan``'s step, five nodes on one packet's states), from graphs of 100 and 400 such
-steps, times blocks x L, beside both models' latency.
+dominate). Last, the plain loop's own cost on ONNX Runtime: ``ssm.step_scan`` on given terms
+(split into packets, the coupled steps, the states put back together) per packet, from frames
+of 100 and 400 packets, times blocks x L, beside both models' latency.
 
     python benchmarks/wifi_mamba.py [--rounds R] [--reps N] [--threads T] [--quick]
 """
@@ -43,6 +43,7 @@ from torch import nn
 
 from edgekit.backends.onnxruntime_backend import make_session
 from edgekit.exporters.onnx import export_graph
+from edgekit.methods.wifi_mamba import ssm
 from edgekit.registry import create_model
 
 LENGTHS = [20, 50, 100, 200, 500, 1000, 2000]
@@ -129,45 +130,40 @@ def export_case(model: nn.Module, x: torch.Tensor, path: Path) -> dict:
             "nodes": len(onnx.load(str(path)).graph.node)}
 
 
-class CoupledSteps(nn.Module):
-    """``steps`` coupled state updates h = d*h + k*flip(h) + v (``ssm.step_scan``'s step) on one
-    packet's (1, 1, 2, N, E) terms: the least one packet of one block can cost."""
+class PlainLoop(nn.Module):
+    """``ssm.step_scan`` on given terms: the plain loop's own work on a frame (splitting the
+    terms into packets, the coupled steps, the states put back together), none of the model's."""
 
-    def __init__(self, steps: int) -> None:
-        super().__init__()
-        self.steps = steps
-
-    def forward(self, d, k, v, h):
-        for _ in range(self.steps):
-            h = torch.addcmul(torch.addcmul(v, d, h), k, h.flip(-3))
-        return h
+    def forward(self, decay, share, drive, h):
+        return ssm.step_scan(decay, share, drive, h)[0]
 
 
 def step_floor_us(tmp: Path, rounds: int, state: tuple[int, int] = (16, 64)) -> dict:
-    """ONNX Runtime's time per coupled step, from graphs of 100 and 400 steps (their difference
-    over 300), median of ``rounds`` rounds of 20 calls each: the per-packet floor of the plain
-    loop, whatever the terms cost."""
-    args = tuple(torch.rand(1, 1, 2, *state) * 0.5 for _ in range(4))
-    sessions = {}
-    for steps in (100, 400):
-        path = tmp / f"steps-{steps}.onnx"
-        export_graph(CoupledSteps(steps), args, path, opset=18, input_names=list("dkvh"),
-                     output_names=["state"], dynamo=False)
-        sessions[steps] = make_session(path, threads=1)
-    feed = {name: a.numpy() for name, a in zip("dkvh", args, strict=True)}
+    """ONNX Runtime's time per packet of the plain loop alone, from frames of 100 and 400
+    packets (their difference over 300), median of ``rounds`` rounds of 20 calls each."""
+    sessions, feeds, nodes = {}, {}, {}
+    for packets in (100, 400):
+        args = (torch.rand(1, packets, 2, *state), torch.rand(2, *state) * 0.5 - 0.25,
+                torch.rand(1, packets, 2, *state), torch.rand(1, 2, *state))
+        path = tmp / f"loop-{packets}.onnx"
+        export_graph(PlainLoop(), args, path, opset=18, input_names=["d", "s", "v", "h"],
+                     output_names=["states"], dynamo=False)
+        sessions[packets] = make_session(path, threads=1)
+        feeds[packets] = {name: a.numpy() for name, a in zip("dsvh", args, strict=True)}
+        nodes[packets] = len(onnx.load(str(path)).graph.node)
     per_round = []
     for _ in range(rounds):
         ms = {}
-        for steps, session in sessions.items():
+        for packets, session in sessions.items():
             calls = []
             for _ in range(20):
                 t0 = time.perf_counter()
-                session.run(None, feed)
+                session.run(None, feeds[packets])
                 calls.append(time.perf_counter() - t0)
-            ms[steps] = median(calls)
+            ms[packets] = median(calls)
         per_round.append((ms[400] - ms[100]) / 300 * 1e6)
-    nodes = len(onnx.load(str(tmp / "steps-400.onnx")).graph.node) / 400
-    return {"us_per_step": median(per_round), "rounds_us": per_round, "nodes_per_step": nodes}
+    return {"us_per_packet": median(per_round), "rounds_us": per_round,
+            "nodes_per_packet": (nodes[400] - nodes[100]) / 300}
 
 
 def main() -> None:
@@ -264,13 +260,13 @@ def main() -> None:
     print()
     print(fit_table)
     blocks = len(models[MAMBA].blocks)
-    floor_rows = [[length, f"{blocks * length * floor['us_per_step'] / 1e3:.2f}",
+    floor_rows = [[length, f"{blocks * length * floor['us_per_packet'] / 1e3:.2f}",
                    f"{ms[(PETR, 'onnxruntime', length)]:.2f}",
                    f"{ms[(MAMBA, 'onnxruntime', length)]:.2f}"] for length in lengths]
-    floor_table = markdown_table(["packets L", f"{blocks} blocks x L coupled steps alone ms",
+    floor_table = markdown_table(["packets L", f"{blocks} blocks x L packets of the loop ms",
                                   "wifi-petr ms", "wifi-mamba ms"], floor_rows)
-    print(f"\nONNX Runtime, one coupled step ({floor['nodes_per_step']:.0f} nodes): "
-          f"{floor['us_per_step']:.2f} us (rounds {min(floor['rounds_us']):.2f}-"
+    print(f"\nONNX Runtime, the plain loop alone ({floor['nodes_per_packet']:.0f} nodes a packet): "
+          f"{floor['us_per_packet']:.2f} us a packet (rounds {min(floor['rounds_us']):.2f}-"
           f"{max(floor['rounds_us']):.2f})\n{floor_table}")
     write_result("wifi_mamba", {
         "step_floor": floor,

@@ -30,7 +30,7 @@ reads y out. A frame of L packets in chunks of S costs about 20·S + 3·L/S tens
 on all chunks at once, instead of about 6·L, and stays linear in L; each position's terms are
 made for all chunks at once rather than for the whole frame, which beyond a few hundred packets
 no longer fits the CPU cache (measured: whole-frame terms took most of the time at 500). Up to
-``SINGLE_CHUNK`` packets the frame is one chunk: the plain loop, five small operations per packet
+``SINGLE_CHUNK`` packets the frame is one chunk: the plain loop, six small operations per packet
 on cache-resident states, with the terms made for the whole frame in a few operations. Where
 each wins was measured on both backends (benchmarks/README.md): the plain loop up to about 150
 packets, the chunked scan beyond, whose passes over all chunks at once cost about 4x the
@@ -39,15 +39,16 @@ arithmetic of the loop's.
 Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``): the
 products with per-channel factors then broadcast over rows of E = 64 values, not N = 16, and
 the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``)
-and the cross share in two nodes, the model runs 1.2-1.4x faster on ONNX Runtime at 20-500
-packets than with the (E, N) layout, and about as fast on torch (0.9-1.15x; benchmarks/README.md).
+and the plain loop's step reworded (``step_scan``), the model runs 1.26-1.41x faster on ONNX
+Runtime at 20-500 packets than with the (E, N) layout, and as fast on torch (0.94-1.02x;
+benchmarks/README.md).
 
-Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that is what is left: a
-coupled step is five ONNX nodes (two products, two sums and the flip that reads the other
-stream), about 4-6.5 µs per packet and block here, and splitting the frame's terms into packets
-adds about 40 % to that; with the terms themselves (whole-frame elementwise passes) and the
-model around the scan, WiFi-Mamba runs at 0.75-0.95x the transformer's speed at 50-200 packets
-(three 7-round runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele)
+Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that is what is left: the
+plain loop alone (splitting the terms into packets, six nodes a step, the states put back
+together) costs about 9.7 µs per packet and block here, half of WiFi-Mamba's time at 100
+packets; with the terms themselves (whole-frame elementwise passes) and the model around the
+scan, WiFi-Mamba runs at 0.76-0.97x the transformer's speed at 50-200 packets (three 7-round
+runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele)
 scan over the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at
 20-2000 packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
 one decay per channel, so the state dimension becomes matrix products) would cut it, but
@@ -149,7 +150,8 @@ def step_scan(decay: torch.Tensor, share: torch.Tensor, drive: torch.Tensor,
     tested against the closed form. ``flip`` swaps the streams, and each step is
     h ← ā ⊙ (h - g) + g + ΔBu with g = tanh(W) ⊙ flip(h), which is ā h + κ flip(h) + ΔBu with
     κ = tanh(W)(1 - ā) and spares making κ for every packet (six nodes a step against five, and
-    no frame of κ to make and split: 6-10 % faster on ONNX Runtime at 50-150 packets). Packets
+    no frame of κ to make and split: 1.07-1.15x on ONNX Runtime at 20-150 packets, 0.96-0.99x on
+    eager torch at 20-100, whose addcmul fused two of them). Packets
     are split off with their time axis kept, which exports to ONNX without a Squeeze and an
     Unsqueeze per packet."""
     h, states = h.unsqueeze(1), []
