@@ -193,11 +193,12 @@ def _chunk_starts(terms: list, h: torch.Tensor, chunks: int) -> torch.Tensor:
 
 
 def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
-                 A: torch.Tensor, coupling: torch.Tensor, h: torch.Tensor,
+                 A: torch.Tensor, share: torch.Tensor, h: torch.Tensor,
                  size: int) -> tuple[torch.Tensor, torch.Tensor]:
     """The scan in chunks of ``size`` packets side by side: C_t · h_t (B, L, 2, E) and the final
     state (B, 2, N, E), from h (B, 2, N, E). Inputs as ``transitions`` takes them, C (B, L, 2, N);
-    L must be a multiple of ``size`` (``dual_selective_scan`` pads). The (B, L, 2, N, E) terms
+    A and tanh(W) from ``scan_constants``; L must be a multiple of ``size``
+    (``dual_selective_scan`` pads). The (B, L, 2, N, E) terms
     and states are never built whole, only each position's terms for all chunks at once."""
     length = dt.shape[1]
     if length % size:
@@ -205,7 +206,6 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
     chunks = length // size
     # per position, all chunks: (B, chunks, 1, 2, ...), the position axis kept (see step_scan)
     dt, u, b, c = (x.unflatten(1, (chunks, size)).split(1, 2) for x in (dt, u, b, c))
-    A, share = scan_constants(A, coupling)
     terms = []
     for j in range(size):
         decay, drive = transitions(dt[j], u[j], b[j], A)
@@ -231,16 +231,15 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
     length = a[0].shape[1]
     size = min(chunk_size(length) if chunk is None else chunk, length)
     u, dt, b, c = (torch.stack([a[i], p[i]], 2) for i in (0, 2, 3, 4))  # (B, L, 2, ...)
-    A = torch.stack([ssm_a.A(), ssm_p.A()])
+    A, share = scan_constants(torch.stack([ssm_a.A(), ssm_p.A()]), coupling)
     h = h.transpose(-1, -2)  # (B, 2, N, E) inside the scan (``transitions``)
     if size == length:
-        A, share = scan_constants(A, coupling)
         decay, drive = transitions(dt, u, b, A)
         states, h = step_scan(decay, share, drive, h)
         y = read_out(states, c)  # C_t · h_t, (B, L, 2, E)
     else:
         pad = (0, 0, 0, 0, 0, -length % size)
-        y, h = chunked_scan(*(F.pad(x, pad) for x in (dt, u, b, c)), A, coupling, h, size)
+        y, h = chunked_scan(*(F.pad(x, pad) for x in (dt, u, b, c)), A, share, h, size)
         y = y[:, :length]
     h = h.transpose(-1, -2)
     y = y + torch.stack([ssm_a.D, ssm_p.D]) * u
