@@ -39,9 +39,9 @@ arithmetic of the loop's.
 Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``): the
 products with per-channel factors then broadcast over rows of E = 64 values, not N = 16, and
 the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``)
-and the plain loop's step reworded (``step_scan``), the model runs 1.26-1.41x faster on ONNX
-Runtime at 20-500 packets than with the (E, N) layout, and as fast on torch (0.94-1.02x;
-benchmarks/README.md).
+and the plain loop's step reworded (``step_scan``), the model runs 1.27-1.53x faster on ONNX
+Runtime at 20-500 packets than with the (E, N) layout, and as fast on torch (0.94-1.01x;
+benchmarks/wifi_mamba_scan_ab.py).
 
 Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that is what is left: the
 plain loop alone (splitting the terms into packets, six nodes a step, the states put back
