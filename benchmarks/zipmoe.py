@@ -54,7 +54,6 @@ from safetensors.torch import load_file
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.engine import (
-    DECODE_ON,
     DEFAULT_PROMPTS,
     Engine,
     EngineSettings,
@@ -152,17 +151,13 @@ def decode_throughput(weights, encoded, rounds: int) -> list[dict]:
 
 # -- serving ---------------------------------------------------------------------------------
 
-# The previous engine, run beside the current one so that the rounds compare the two: the
-# full-pool share its planner chose on both models before it weighed the compute thread (1 full
-# + 14 SM-only slots per layer; quiet 7-round run, results/zipmoe_serving_7rounds.json), and
-# decoding on the compute thread.
-PREVIOUS_FULL_RATIO = 0.15
+# The previous engine, run beside the current one so that the rounds compare the two: an I/O
+# thread that reads and decodes beside the compute thread, which rebuilds (its own plan).
 VARIANTS = {"zipmoe": {"mode": "zipmoe"},
             "zipmoe-no-prefetch": {"mode": "zipmoe", "prefetch": False},
-            "zipmoe-compute-decode": {"mode": "zipmoe", "decode_on": "compute"},
-            "zipmoe-previous": {"mode": "zipmoe", "full_ratio": PREVIOUS_FULL_RATIO,
-                                "decode_on": "compute"},
+            "zipmoe-io-thread": {"mode": "zipmoe", "decode_on": "io"},
             "naive": {"mode": "naive"}, "memory": {"mode": "memory"}}
+PLANNED = ("process", "io")  # the decode_on values of the variants, each planned once
 
 
 def expert_bits_per_param(store: Store) -> float:
@@ -223,7 +218,7 @@ def plan_once(store: Store, base: dict) -> tuple[dict[str, float], dict[str, dic
     profile and calibration; every ZipMoE engine of the run then uses it, so the rounds differ
     by timing alone, not by plan. Also returns each planning engine's description."""
     plans, planners = {}, {}
-    for decode_on in DECODE_ON:
+    for decode_on in PLANNED:
         with Engine(store, EngineSettings(mode="zipmoe", decode_on=decode_on, **base)) as engine:
             plans[decode_on] = engine.experts.plan.full_ratio
             planners[decode_on] = engine.experts.describe()
@@ -250,7 +245,7 @@ def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
                              device=device)
         model["full_ratios"], model["planners"] = plan_once(store, model["base"])
         model["per_mode"], model["identical"] = {}, True
-        model["ratios"], model["compute_ratios"], model["previous_ratios"] = [], [], []
+        model["ratios"], model["previous_ratios"] = [], []
     for r in range(rounds):
         for name, model in models.items():  # models and modes interleaved, the order rotating
             labels = list(VARIANTS)
@@ -265,8 +260,7 @@ def serving(rounds: int, new_tokens: int, workdir: Path, names: list[str],
                 tps[label] = metrics["tokens_per_s"]
             model["identical"] &= compare_logits(runs)["identical"]
             model["ratios"].append(tps["zipmoe"] / tps["naive"])
-            model["compute_ratios"].append(tps["zipmoe-compute-decode"] / tps["naive"])
-            model["previous_ratios"].append(tps["zipmoe-previous"] / tps["naive"])
+            model["previous_ratios"].append(tps["zipmoe-io-thread"] / tps["naive"])
             print(f"round {r + 1}/{rounds} {name}: " + ", ".join(
                 f"{m} {tps[m]:.2f} tok/s" for m in VARIANTS)
                 + f"; zipmoe/naive {model['ratios'][-1]:.2f}x", flush=True)
@@ -313,20 +307,20 @@ def _model_result(model: dict, bandwidth: float, new_tokens: int) -> dict:
         "routing_trace": {"text": trace.get("text"), "tokens": trace.get("tokens"),
                           "skew": routing_skew(trace["counts"]) if trace.get("counts") else None},
         "full_ratio": model["full_ratios"][EngineSettings.decode_on],
-        "plan": model["planners"]["io"]["plan"],
-        "plan_compute_decode": model["planners"]["compute"]["plan"],
-        "profile": model["planners"]["io"]["profile"],
-        "calibration": model["planners"]["io"]["calibration"],
-        "calibration_compute_decode": model["planners"]["compute"]["calibration"],
+        "plan": model["planners"]["process"]["plan"],
+        "plan_io_thread": model["planners"]["io"]["plan"],
+        "profile": model["planners"]["process"]["profile"],
+        "calibration": model["planners"]["process"]["calibration"],
+        "calibration_io_thread": model["planners"]["io"]["calibration"],
+        "decode_arena_bytes": model["planners"]["process"]["decode_arena_bytes"],
         "predictor": {"precision": predictor["predictor_precision"],
                       "recall": predictor["predictor_recall"],
                       "measured_on": "zipmoe-no-prefetch (the guesses alone, no reads)"},
         "modes": rows, "logits_identical": model["identical"],
         "speedup_vs_naive": speedup, "round_ratios": model["ratios"],
         "median_round_ratio": median(model["ratios"]), "target_met": speedup >= 2.0,
-        "compute_decode_speedup_vs_naive": (rows["zipmoe-compute-decode"]["tokens_per_s"]
-                                            / rows["naive"]["tokens_per_s"]),
-        "compute_decode_round_ratios": model["compute_ratios"],
+        "previous_speedup_vs_naive": (rows["zipmoe-io-thread"]["tokens_per_s"]
+                                      / rows["naive"]["tokens_per_s"]),
         "previous_round_ratios": model["previous_ratios"],
         "policies": {p: {"tokens_per_s": m["tokens_per_s"], "experts": m["experts"],
                          "bytes_read": m["bytes_read"]} for p, m in model["policies"].items()},
@@ -356,12 +350,14 @@ def print_serving(serve: dict) -> None:
         print(f"experts {res['expert_bits_per_param']:.2f} bits/param; lookahead predictor "
               f"precision {pred['precision']:.1%}, recall {pred['recall']:.1%}; plan "
               f"{res['plan']['full_slots_per_layer']} full + {res['plan']['sm_slots_per_layer']} "
-              f"SM-only slots per layer (compute-thread decoding: "
-              f"{res['plan_compute_decode']['full_slots_per_layer']} + "
-              f"{res['plan_compute_decode']['sm_slots_per_layer']}); planner inputs: sign-mantissa "
-              f"read {prof['sm_read_ms_per_tensor']:.3f} ms per tensor; decode / rebuild per "
-              f"tensor {prof['decode_ms_per_tensor']:.3f} / {prof['rebuild_ms_per_tensor']:.3f}"
-              f" ms alone at start-up, {cal['decode_ms_per_tensor']:.3f} / "
+              f"SM-only slots per layer (I/O-thread engine: "
+              f"{res['plan_io_thread']['full_slots_per_layer']} + "
+              f"{res['plan_io_thread']['sm_slots_per_layer']}); decode process arena "
+              f"{res['decode_arena_bytes'] / 2**20:.1f} MiB; planner inputs: sign-mantissa "
+              f"read {prof['sm_read_ms_per_tensor']:.3f} ms per tensor; decode process work "
+              f"(decode + rebuild) / copy out per tensor {prof['decode_ms_per_tensor']:.3f} / "
+              f"{prof['rebuild_ms_per_tensor']:.3f} ms alone at start-up, "
+              f"{cal['decode_ms_per_tensor']:.3f} / "
               f"{cal['rebuild_ms_per_tensor']:.3f} ms in the engine's calibration, which also "
               f"gave the compute thread's own time per layer and token: "
               f"{cal['layer_compute_ms']:.2f} ms\n")
@@ -398,13 +394,10 @@ def print_serving(serve: dict) -> None:
         print(f"ZipMoE / naive tokens/s: {res['speedup_vs_naive']:.2f}x (rounds "
               f"{min(ratios):.2f}x-{max(ratios):.2f}x, median {median(ratios):.2f}x; target >= "
               f"2x: {'met' if res['target_met'] else 'NOT met'})")
-        on_compute = res["compute_decode_round_ratios"]
-        print(f"with the compute thread decoding: {res['compute_decode_speedup_vs_naive']:.2f}x "
-              f"(rounds {min(on_compute):.2f}x-{max(on_compute):.2f}x, median "
-              f"{median(on_compute):.2f}x)")
         prev = res["previous_round_ratios"]
-        print(f"the previous engine (1 full + 14 SM-only slots, compute thread decoding): rounds "
-              f"{min(prev):.2f}x-{max(prev):.2f}x, median {median(prev):.2f}x")
+        print(f"the previous engine (an I/O thread decoding, the compute thread rebuilding): "
+              f"{res['previous_speedup_vs_naive']:.2f}x (rounds {min(prev):.2f}x-"
+              f"{max(prev):.2f}x, median {median(prev):.2f}x)")
 
 
 def _opt(value: float | None) -> str:

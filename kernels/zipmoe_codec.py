@@ -31,17 +31,23 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
-import threading
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
-from edgekit.errors import MissingDependencyError, UsageError
+from edgekit.errors import UsageError
+from edgekit.kernels.zipmoe_planes import (
+    CODECS,
+    ChecksumError,
+    CodecError,
+    compress_bytes,
+    crc32,
+    decompress_bytes,
+    reconstruct_into,
+)
 
-CODECS = ("zstd", "lz4")
 DEFAULT_CODEC = "zstd"
 # zstd >= 16 uses the optimal parser (btopt/btultra) at every input size; it decides per block that
 # matches are not worth it and codes the exponents almost purely with Huffman tables (see
@@ -52,14 +58,6 @@ DEFAULT_CHUNKS = 4
 # [ours] No chunk below 64 Ki values: every chunk starts on a 4 KiB boundary in the store and
 # costs one dispatch, so small tensors get fewer chunks (a 2048x1408 expert matrix still gets K).
 MIN_CHUNK_VALUES = 1 << 16
-
-
-class CodecError(UsageError):
-    """A tensor the codec cannot encode, or stored bytes that fail their checks."""
-
-
-class ChecksumError(CodecError):
-    """A stored stream whose CRC-32 or size does not match what was written."""
 
 
 @dataclass(frozen=True)
@@ -126,39 +124,6 @@ def split_planes(tensor: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     return exponent, np.concatenate([sm, low.view(np.uint8)])
 
 
-_SIGN_MANTISSA = np.int16(0x807F - 0x10000)  # bits 15 and 0..6 of a 16-bit word, as int16
-
-
-def reconstruct_into(out: np.ndarray, exponent: np.ndarray, raw: np.ndarray,
-                     start: int = 0, stop: int | None = None) -> None:
-    """Write values ``start:stop`` of ``out`` (uint16 or uint32 words) from their two planes.
-
-    ``exponent`` holds the slice's exponent bytes; ``raw`` is the whole tensor's raw stream (the
-    slice is taken here), so K workers can each rebuild their own chunk of one output in parallel.
-    """
-    stop = out.size if stop is None else stop
-    n_total = out.size
-    sm = raw[start:stop]
-    if out.dtype == np.uint16:
-        dst, tmp = out[start:stop], np.empty(stop - start, np.uint16)
-    else:
-        dst, tmp = np.empty(stop - start, np.uint16), np.empty(stop - start, np.uint16)
-    # hi = sign << 15 | e << 7 | mantissa in five passes: sm read as int8 and widened to int16
-    # copies the sign into bits 7..15, the mask keeps bits 15 and 0..6, the exponent fills 7..14.
-    signed = dst.view(np.int16)
-    np.copyto(signed, sm.view(np.int8), casting="unsafe")
-    np.bitwise_and(signed, _SIGN_MANTISSA, out=signed)
-    np.copyto(tmp, exponent, casting="unsafe")
-    np.left_shift(tmp, 7, out=tmp)
-    np.bitwise_or(dst, tmp, out=dst)
-    if out.dtype == np.uint32:
-        low = raw[n_total:].view(np.uint16)[start:stop]
-        view = out[start:stop]
-        np.copyto(view, dst, casting="unsafe")
-        np.left_shift(view, 16, out=view)
-        np.bitwise_or(view, low, out=view)
-
-
 def merge_planes(exponent: np.ndarray, raw: np.ndarray, dtype: torch.dtype | str,
                  shape: Sequence[int]) -> torch.Tensor:
     """The inverse of ``split_planes``: a tensor of ``dtype`` and ``shape``, bit-identical."""
@@ -176,64 +141,6 @@ def words_to_tensor(words: np.ndarray, split: Split, shape: Sequence[int]) -> to
 # --------------------------------------------------------------------------------------------
 # Chunk compression
 # --------------------------------------------------------------------------------------------
-
-_local = threading.local()
-
-
-def _zstd():
-    try:
-        import zstandard
-    except ImportError as exc:  # pragma: no cover - dependency of edgekit
-        raise MissingDependencyError("the zstd codec needs the 'zstandard' package",
-                                     hint="pip install zstandard") from exc
-    return zstandard
-
-
-def _lz4():
-    try:
-        import lz4.frame
-    except ImportError as exc:  # pragma: no cover - dependency of edgekit
-        raise MissingDependencyError("the lz4 codec needs the 'lz4' package",
-                                     hint="pip install lz4") from exc
-    return lz4.frame
-
-
-def compress_bytes(data: bytes | memoryview | np.ndarray, codec: str, level: int) -> bytes:
-    """One independent frame (content size recorded, no frame checksum: ours is CRC-32)."""
-    if codec == "zstd":
-        zstandard = _zstd()
-        key = ("zc", level)
-        compressor = getattr(_local, "zc", {}).get(key)
-        if compressor is None:
-            compressor = zstandard.ZstdCompressor(level=level, write_content_size=True,
-                                                  write_checksum=False)
-            _local.__dict__.setdefault("zc", {})[key] = compressor
-        return compressor.compress(data)
-    if codec == "lz4":
-        return _lz4().compress(data, compression_level=level, store_size=True,
-                               content_checksum=False)
-    raise UsageError(f"unknown codec '{codec}'", hint=f"valid: {', '.join(CODECS)}")
-
-
-def decompress_bytes(data: bytes | memoryview, codec: str, raw_size: int) -> bytes:
-    """Decode one frame; the GIL is released inside the library while it works."""
-    if codec == "zstd":
-        decompressor = getattr(_local, "zd", None)
-        if decompressor is None:
-            decompressor = _local.zd = _zstd().ZstdDecompressor()
-        out = decompressor.decompress(data, max_output_size=raw_size)
-    elif codec == "lz4":
-        out = _lz4().decompress(data)
-    else:
-        raise UsageError(f"unknown codec '{codec}'", hint=f"valid: {', '.join(CODECS)}")
-    if len(out) != raw_size:
-        raise ChecksumError(f"a chunk decoded to {len(out)} bytes, expected {raw_size}")
-    return out
-
-
-def crc32(data: bytes | memoryview | np.ndarray) -> int:
-    return zlib.crc32(data) & 0xFFFFFFFF
-
 
 def chunk_bounds(n: int, chunks: int, min_values: int = 1) -> list[tuple[int, int]]:
     """Up to K contiguous, nearly equal slices of ``range(n)``, none shorter than ``min_values``

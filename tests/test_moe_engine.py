@@ -18,11 +18,11 @@ from edgekit.methods.zipmoe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECa
 from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, bench, default_workers, parse_size
 from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
-from edgekit.methods.zipmoe.io import BandwidthCap, StorageReader, wait_until
 from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel
 from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
 from edgekit.methods.zipmoe.store import Store, StoreError
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
+from edgekit.storage import BandwidthCap, StorageReader, wait_until
 
 pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
@@ -336,7 +336,9 @@ def test_parse_size():
 
 @pytest.mark.parametrize("family,workers,decode_on", [("qwen", 0, "compute"), ("qwen", 0, "io"),
                                                      ("qwen", 2, "compute"),
-                                                     ("deepseek", None, "io")])
+                                                     ("qwen", 0, "process"),
+                                                     ("deepseek", None, "io"),
+                                                     ("deepseek", None, "process")])
 def test_all_modes_give_bit_identical_logits(stores, family, workers, decode_on):
     _, store_dir = stores[family]
     store = Store(store_dir)
@@ -357,9 +359,13 @@ def test_all_modes_give_bit_identical_logits(stores, family, workers, decode_on)
     expected_workers = default_workers() if workers is None else workers
     assert report["settings"]["workers"] == z["provider"]["workers"] == expected_workers
     on_io = expected_workers == 0 and decode_on == "io"
-    assert z["provider"]["decode"] == ("decode workers" if expected_workers else
-                                       f"on the {'I/O' if on_io else 'compute'} thread")
-    assert (z["breakdown"]["decode_on_compute_s"] == 0) == (expected_workers > 0 or on_io)
+    assert z["provider"]["decode"] == (
+        "in a decode process" if decode_on == "process" else
+        "decode workers" if expected_workers else
+        f"on the {'I/O' if on_io else 'compute'} thread")
+    off_compute = expected_workers > 0 or on_io or decode_on == "process"
+    assert (z["breakdown"]["decode_on_compute_s"] == 0) == off_compute
+    assert (z["experts"]["worker_rebuild_s"] > 0) == (decode_on == "process")
 
 
 def test_zero_budget_and_policies_still_exact(stores):
@@ -397,11 +403,13 @@ def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
     assert on["prefetched"] >= 30 and on["prefetch_precision"] > 0.8
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores, workers):
+@pytest.mark.parametrize("workers,decode_on", [(0, "process"), (0, "io"), (2, "io")])
+def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores, workers,
+                                                                          decode_on):
     _, store_dir = stores["qwen"]
     store = Store(store_dir)
-    with Engine(store, EngineSettings(memory_budget=0, workers=workers)) as engine:
+    settings = EngineSettings(memory_budget=0, workers=workers, decode_on=decode_on)
+    with Engine(store, settings) as engine:
         experts = engine.experts
         experts.prefetch(1, {0: 1, 1: 1, 2: 1})
         time.sleep(0.2)  # let some prefetches finish before the layer asks (adopted when done)
@@ -423,7 +431,7 @@ def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores, w
     _, store_dir = stores["qwen"]
     store = Store(store_dir)
     settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test",
-                              workers=workers)
+                              workers=workers, decode_on="io")
     with Engine(store, settings) as engine:
         experts = engine.experts
         reads: list[int] = []
@@ -446,8 +454,8 @@ def test_io_thread_reads_in_order_and_a_dropped_prefetch_stops_reading(stores, w
         assert experts.stats.prefetch_wasted == 3
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_corrupt_expert_is_caught_while_serving(stores, tmp_path, workers):
+@pytest.mark.parametrize("workers,decode_on", [(0, "process"), (0, "io"), (2, "io")])
+def test_corrupt_expert_is_caught_while_serving(stores, tmp_path, workers, decode_on):
     _, store_dir = stores["qwen"]
     bad = tmp_path / "bad"
     bad.mkdir()
@@ -460,7 +468,7 @@ def test_corrupt_expert_is_caught_while_serving(stores, tmp_path, workers):
     blob[raw.offset] ^= 0xFF
     blob[chunk.offset] ^= 0xFF
     store.data_path.write_bytes(bytes(blob))
-    settings = EngineSettings(memory_budget=0, workers=workers)
+    settings = EngineSettings(memory_budget=0, workers=workers, decode_on=decode_on)
     with Engine(store, settings) as engine:
         with pytest.raises(StoreError, match="experts.5.up_proj.weight': sign-mantissa bytes "
                                              "fails its CRC-32"):

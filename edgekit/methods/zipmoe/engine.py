@@ -19,14 +19,15 @@ from typing import Any
 import torch
 
 from edgekit.errors import UnknownNameError, UsageError
+from edgekit.methods.zipmoe import decode_process
 from edgekit.methods.zipmoe.cache import POLICIES
-from edgekit.methods.zipmoe.io import BandwidthCap, StorageReader
 from edgekit.methods.zipmoe.model import KVCache, MoEModel, decode_tokens, encode_text
 from edgekit.methods.zipmoe.providers import MemoryExperts, NaiveOffload, ZipMoEExperts
 from edgekit.methods.zipmoe.store import Store
+from edgekit.storage import BandwidthCap, StorageReader
 
 MODES = ("zipmoe", "naive", "memory")
-DECODE_ON = ("io", "compute")
+DECODE_ON = ("process", "io", "compute")
 DEFAULT_PROMPTS = (
     "The weather today is",
     "def add(a, b):",
@@ -97,9 +98,11 @@ class EngineSettings:
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
     device: str = "cpu"                    # where the model computes (cuda: decode stays on the
                                            # CPU workers, as on the paper's Jetson)
-    decode_on: str = "io"                  # ZipMoE without workers: the I/O thread decodes
-                                           # between its reads ("io"), or the compute thread
-                                           # before rebuilding ("compute")
+    decode_on: str = "process"             # ZipMoE: a decode process reads, decodes and
+                                           # rebuilds ("process"; Linux, else "io"); or threads:
+                                           # the I/O thread decodes between its reads ("io"),
+                                           # or, with no workers, the compute thread before
+                                           # rebuilding ("compute")
 
     def check(self) -> None:
         if self.mode not in MODES:
@@ -140,6 +143,8 @@ class Engine:
         settings.check()
         if settings.workers is None:
             settings = replace(settings, workers=default_workers())
+        if settings.decode_on == "process" and not decode_process.available():
+            settings = replace(settings, decode_on="io")
         t0 = time.perf_counter()
         self.store = store if isinstance(store, Store) else Store(store)
         self.settings = settings

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures as cf
+import itertools
+import json
 import os
 import queue
 import tempfile
@@ -31,7 +33,7 @@ import torch
 
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import FULL, SM, Policy, Pool, ZipMoECache
-from edgekit.methods.zipmoe.io import StorageReader, wait_until
+from edgekit.methods.zipmoe.decode_process import DecodeProcess, ExpertLayout, expert_layout
 from edgekit.methods.zipmoe.model import ExpertWeights
 from edgekit.methods.zipmoe.planner import (
     DelayModel,
@@ -42,6 +44,7 @@ from edgekit.methods.zipmoe.planner import (
 )
 from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
 from edgekit.methods.zipmoe.store import Store, StoreError, TensorEntry, align_up, check_extent
+from edgekit.storage import StorageReader, wait_until
 
 Key = tuple[int, int]  # (layer, expert)
 # [ours] How far ahead of a capped channel the I/O thread books reads: enough to cover the
@@ -56,6 +59,12 @@ READ_AHEAD_S = 1e-3
 # weights: 99-83 %), and prefetching all four read 30 % more bytes than not prefetching.
 PREFETCH_MIN_PRECISION = 0.75
 RANK_WARMUP = 16
+# [ours] Expert slots of the decode process's arena per routed expert (top-k): a layer's own
+# reads and the next layer's prefetch fit beside the slots still being copied out; a prefill
+# that routes to more experts streams them through (working memory beside the budget, reported
+# by ``describe``), capped at ``ARENA_MAX_BYTES`` for very large experts (at least 2 slots).
+ARENA_SLOTS_PER_TOP_K = 3
+ARENA_MAX_BYTES = 1 << 30
 # Tokens that ``ZipMoEExperts.calibrate`` runs (each reads, decodes and rebuilds top-k experts
 # in every MoE layer).
 CALIBRATION_TOKENS = 4
@@ -80,7 +89,9 @@ class ExpertStats:
     decode_s: float = 0.0    # exponent decompression, on whichever thread did it
     decode_compute_s: float = 0.0  # the part of decode_s on the compute thread (no workers)
     io_cpu_s: float = 0.0    # CPU time of the I/O thread (reads, checks, decoding there)
-    rebuild_s: float = 0.0   # merging exponent and sign-mantissa planes (compute thread)
+    rebuild_s: float = 0.0   # merging exponent and sign-mantissa planes (compute thread), or
+                             # with a decode process copying the decoded tensors out of it
+    worker_rebuild_s: float = 0.0  # merging the planes in the decode process
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add_decode(self, seconds: float, on_compute: bool) -> None:
@@ -104,7 +115,7 @@ class ExpertStats:
                                      if self.routed_after_prediction else None),
                 "wait_s": self.wait_s, "decode_s": self.decode_s,
                 "decode_compute_s": self.decode_compute_s, "rebuild_s": self.rebuild_s,
-                "io_cpu_s": self.io_cpu_s}
+                "worker_rebuild_s": self.worker_rebuild_s, "io_cpu_s": self.io_cpu_s}
 
 
 def _tensor_from_bytes(data: bytes, shape: tuple[int, ...], dtype: str) -> torch.Tensor:
@@ -240,6 +251,7 @@ class _ExpertJob:
         self.entries, self.decision = entries, decision
         self.type_i = raws is None
         self.raws: list[bytes | None] = [None] * len(entries) if raws is None else list(raws)
+        self.id = -1  # with a decode process: the job's id there
         self.exps: list[np.ndarray | None] = [None] * len(entries)
         self.blobs: list[tuple[bytes, float] | None] = [None] * len(entries)  # no workers
         self.pending = len(entries)  # exponent decodes (reads, without decode workers)
@@ -250,6 +262,8 @@ class _ExpertJob:
         self.over = False  # finished or failed
         self.futures: list[cf.Future] = []  # the I/O thread appends the decodes it queues
         self.io_future: cf.Future | None = None  # the I/O batch holding the job's reads
+        self.slot: int | None = None  # with a decode process: the arena slot it holds
+        self.layout: ExpertLayout | None = None
 
     def _end(self) -> None:
         """Called with the lock held, once."""
@@ -353,12 +367,22 @@ class ZipMoEExperts:
         self.sm_bytes = sum(e.raw.size for e in first)
         self.tensors_per_expert = len(first)
         self.chunks = max(len(e.chunks) for e in first)
-        self.decode_pool = (cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
-                            if self.workers else None)
-        self.io_thread = cf.ThreadPoolExecutor(1, thread_name_prefix="zipmoe-io")
-        # With no decode worker the I/O thread decodes, between booking reads (``decode_on``
-        # "io"), or the compute thread does, just before rebuilding ("compute").
+        # A decode process reads, decodes and rebuilds (``decode_on`` "process"); else with no
+        # decode worker the I/O thread decodes, between booking reads ("io"), or the compute
+        # thread does, just before rebuilding ("compute").
+        self.decoder: DecodeProcess | None = None
         self.io_decode = self.workers == 0 and decode_on == "io"
+        threads = decode_on != "process"
+        self.decode_pool = (cf.ThreadPoolExecutor(self.workers, thread_name_prefix="zipmoe-dec")
+                            if self.workers and threads else None)
+        self.io_thread = (cf.ThreadPoolExecutor(1, thread_name_prefix="zipmoe-io") if threads
+                          else None)
+        self._layouts: dict[tuple[int, int, bool], tuple[ExpertLayout, str]] = {}
+        self._free_slots: list[int] = []
+        self._sent: dict[int, _ExpertJob] = {}  # jobs in the decode process, by id
+        self._backlog: collections.deque[_ExpertJob] = collections.deque()  # waiting for a slot
+        self._ids = itertools.count()
+        self._cpu_base = 0.0  # the decode process's CPU time when the statistics started
         # (job, tensor, exponent bytes, when the channel delivers them), in booking order
         self._pending: collections.deque[tuple[_ExpertJob, int, bytes | memoryview, float]] = \
             collections.deque()
@@ -371,15 +395,34 @@ class ZipMoEExperts:
         self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
         k = cfg.top_k
         self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
+        if not threads:
+            self._start_decoder(cfg)
         self.profile = self._profile()
         self._plan(self.profile["decode_s"], self.profile["rebuild_s"], 0.0)
+
+    def _start_decoder(self, cfg) -> None:
+        slot_bytes = max(self._layout(layer, expert, True)[0].size
+                         for layer in cfg.moe_layers for expert in range(cfg.num_experts))
+        slots = max(2, min(ARENA_SLOTS_PER_TOP_K * cfg.top_k, ARENA_MAX_BYTES // slot_bytes))
+        self.decoder = DecodeProcess(self.store.data_path, self.reader, self.codec, slot_bytes,
+                                     slots, READ_AHEAD_S)
+        self._free_slots = list(range(slots))[::-1]
+
+    def _layout(self, layer: int, expert: int, type_i: bool) -> tuple[ExpertLayout, str]:
+        """An expert's slot layout, and its JSON for the decode process (made once)."""
+        key = (layer, expert, type_i)
+        if key not in self._layouts:
+            layout = expert_layout(self.store.expert_entries(layer, expert), type_i)
+            self._layouts[key] = (layout, json.dumps({"reads": layout.reads,
+                                                      "tensors": layout.tensors}))
+        return self._layouts[key]
 
     def _plan(self, decode_s: float, rebuild_s: float, layer_compute_s: float) -> None:
         """The delay model from these costs, the plan (or the fixed share) and empty pools."""
         cfg = self.store.config
         self.delay_model = DelayModel(
             k=cfg.top_k, tensors_per_expert=self.tensors_per_expert, chunks=self.chunks,
-            workers=max(1, self.workers), decode_s=decode_s,
+            workers=1 if self.decoder is not None else max(1, self.workers), decode_s=decode_s,
             sm_read_s=self.profile["sm_read_s"], compression_ratio=self.profile["cr"],
             layer_compute_s=layer_compute_s, rebuild_s=rebuild_s,
             decode_on_compute=self.workers == 0 and not self.io_decode)
@@ -429,12 +472,15 @@ class ZipMoEExperts:
         stats, steps = self.stats, tokens * len(cfg.moe_layers)
         decoded = max(1, (stats.sm_hits + stats.misses) * self.tensors_per_expert)
         layer_s = (total - stats.wait_s - stats.decode_compute_s - stats.rebuild_s) / steps
-        self.calibration = {"tokens": tokens, "layer_compute_s": layer_s,
-                            "decode_s": stats.decode_s / decoded,
+        # With a decode process its worker's cost per tensor is decoding and rebuilding there,
+        # and the compute thread's is the copy out of the arena (``rebuild_s``).
+        worker_s = (stats.decode_s + stats.worker_rebuild_s) / decoded
+        self.calibration = {"tokens": tokens, "layer_compute_s": layer_s, "decode_s": worker_s,
                             "rebuild_s": stats.rebuild_s / decoded}
-        self._plan(stats.decode_s / decoded, stats.rebuild_s / decoded, layer_s)
+        self._plan(worker_s, stats.rebuild_s / decoded, layer_s)
         self.plan.reason += f"; costs calibrated on {tokens} tokens"
         self.stats = ExpertStats()
+        self._cpu_base += stats.io_cpu_s if self.decoder is not None else 0.0
         self.predictions.clear()
         self.rank_tries = [0] * len(self.rank_tries)
         self.rank_right = [0] * len(self.rank_right)
@@ -448,7 +494,7 @@ class ZipMoEExperts:
         2 full + 12 SM-only slots per layer and 7 + 2 on this loaded VM)."""
         cfg = self.store.config
         entries = self.store.expert_entries(cfg.moe_layers[0], 0)
-        sm_times, dec_times, rebuild_times = [], [], []
+        sm_times, dec_times, rebuild_times, copy_times = [], [], [], []
         for _ in range(repeats):
             for entry in entries:
                 t0 = time.perf_counter()
@@ -458,12 +504,18 @@ class ZipMoEExperts:
                 t0 = time.perf_counter()
                 exp = self._decompress(entry, blob)
                 t1 = time.perf_counter()
-                _rebuild(entry, exp, raw)
+                tensor = _rebuild(entry, exp, raw)
+                t2 = time.perf_counter()
+                tensor.clone()
                 dec_times.append(t1 - t0)
-                rebuild_times.append(time.perf_counter() - t1)
+                rebuild_times.append(t2 - t1)
+                copy_times.append(time.perf_counter() - t2)
         self.reader.stats.reset()  # profiling reads are not the workload's
         exp_bytes = sum(c.size for e in entries for c in e.chunks)
-        return {"decode_s": min(dec_times), "rebuild_s": min(rebuild_times),
+        decode_s, rebuild_s = min(dec_times), min(rebuild_times)
+        if self.decoder is not None:  # the process decodes and rebuilds; this thread copies
+            decode_s, rebuild_s = decode_s + rebuild_s, min(copy_times)
+        return {"decode_s": decode_s, "rebuild_s": rebuild_s,
                 "sm_read_s": min(sm_times),
                 "cr": exp_bytes / max(1, sum(e.raw.size for e in entries))}
 
@@ -552,7 +604,18 @@ class ZipMoEExperts:
 
     def _finish(self, job: _ExpertJob) -> ExpertWeights:
         """Rebuild the expert's tensors on the compute thread (see the class docstring), after
-        decoding them here when there are no decode workers."""
+        decoding them here when there are no decode workers; with a decode process, copy them
+        out of its slot (and a miss's sign-mantissa bytes when the SM pool admits them)."""
+        if self.decoder is not None:
+            t0 = time.perf_counter()
+            specs = job.layout.tensors
+            tensors = [self.decoder.words(job.slot, spec, entry)
+                       for spec, entry in zip(specs, job.entries, strict=True)]
+            if job.type_i and job.decision == SM:
+                job.raws = [self.decoder.take(job.slot, *spec["raw"][:2]) for spec in specs]
+            self.stats.rebuild_s += time.perf_counter() - t0
+            self._release(job)
+            return ExpertWeights(*tensors)
         tensors = []
         for t, entry in enumerate(job.entries):
             exp = job.exps[t]
@@ -620,12 +683,89 @@ class ZipMoEExperts:
         order = [scheduled.item for scheduled in schedule(jobs, core)]
         if not order:
             return
+        if self.decoder is not None:
+            for job in order:
+                if self._free_slots and not self._backlog:
+                    self._dispatch(job)
+                elif job.done is None:  # a prefetch is not worth waiting for a slot
+                    self.prefetched.pop((job.layer, job.expert), None)
+                else:
+                    self._backlog.append(job)
+            return
         # One I/O task for the batch, not one per job: every task handed to the I/O thread wakes
         # it, and on a loaded 2-core machine the wake-ups cost the compute thread about 1 ms
         # each (cProfile: 0.95 s of a 5.1 s run in SimpleQueue.put, 1,029 calls).
         batch = self.io_thread.submit(self._read_jobs, order)
         for job in order:
             job.io_future = batch
+
+    # -- the decode process ------------------------------------------------------------------
+    def _dispatch(self, job: _ExpertJob) -> None:
+        """Send a job to a free slot (an SM-only hit's sign-mantissa bytes go there first)."""
+        job.slot = self._free_slots.pop()
+        job.layout, layout_json = self._layout(job.layer, job.expert, job.type_i)
+        if not job.type_i:
+            for spec, raw in zip(job.layout.tensors, job.raws, strict=True):
+                self.decoder.put(job.slot, spec["raw"][0], raw)
+        job.id = next(self._ids)
+        job.pending = 1  # one event for the whole expert
+        self._sent[job.id] = job
+        self.decoder.send_raw(f'{{"op": "job", "id": {job.id}, '
+                              f'"base": {job.slot * self.decoder.slot_bytes}, '
+                              f'"layout": {layout_json}}}')
+
+    def _release(self, job: _ExpertJob) -> None:
+        """Give the job's slot back and hand it to the next job waiting for one."""
+        if job.slot is not None:
+            self._free_slots.append(job.slot)
+            job.slot = None
+        while self._backlog and self._free_slots:
+            self._dispatch(self._backlog.popleft())
+
+    def _pump(self, block: bool) -> None:
+        """Take the decode process's events: jobs done, failed or dropped."""
+        for event in self.decoder.events(block):
+            job = self._sent.pop(event["id"])
+            stats = self.stats
+            self.reader.stats.add_reads(event["reads"], event["bytes"])
+            stats.add_decode(event["decode_s"], on_compute=False)
+            stats.worker_rebuild_s += event["rebuild_s"]
+            stats.io_cpu_s = event["cpu_s"] - self._cpu_base
+            if "ok" in event and not job.cancelled:
+                job.finish_one()  # the slot is released once the tensors are copied out
+                continue
+            self._release(job)
+            if "error" in event and not job.cancelled:
+                job.fail(StoreError(event["error"], hint=event["hint"]))
+
+    def _next_done(self, done: queue.SimpleQueue) -> _ExpertJob:
+        if self.decoder is not None:
+            while done.empty():
+                self._pump(block=True)
+        return done.get()
+
+    def _cancel(self, job: _ExpertJob) -> None:
+        if self.decoder is None:
+            job.cancel()
+            return
+        job.cancelled = True
+        if job.id in self._sent:
+            self.decoder.send_raw(f'{{"op": "cancel", "id": {job.id}}}')
+        elif job in self._backlog:
+            self._backlog.remove(job)
+        else:
+            self._release(job)  # finished, never used
+
+    def _abandon(self, jobs: list[_ExpertJob]) -> None:
+        """After an error: cancel what is left of ``jobs`` and wait until it has ended."""
+        if self.decoder is None:
+            for job in jobs:
+                job.wait()
+            return
+        for job in jobs:
+            self._cancel(job)
+        while any(job.id in self._sent for job in jobs):
+            self._pump(block=True)
 
     def _read_jobs(self, jobs: list[_ExpertJob]) -> None:
         t0 = time.thread_time()
@@ -642,7 +782,7 @@ class ZipMoEExperts:
 
     def _drop_prefetches(self, keep_layer: int | None = None) -> None:
         for key in [k for k in self.prefetched if k[0] != keep_layer]:
-            self.prefetched.pop(key).cancel()
+            self._cancel(self.prefetched.pop(key))
             self.stats.prefetch_wasted += 1
 
     def prefetch(self, layer: int, tokens: dict[int, int]) -> None:
@@ -721,7 +861,7 @@ class ZipMoEExperts:
                 yield expert, full.hit(expert, tokens[expert])
             for _ in jobs:
                 t0 = time.perf_counter()
-                job = done.get()
+                job = self._next_done(done)
                 self.stats.wait_s += time.perf_counter() - t0
                 if job.error is not None:
                     raise job.error
@@ -743,8 +883,7 @@ class ZipMoEExperts:
             delivered = True
         finally:
             if not delivered:  # an error: let the rest finish before the pools unlock
-                for job in jobs:
-                    job.wait()
+                self._abandon(jobs)
             full.locked.clear()
             sm.locked.clear()
 
@@ -757,8 +896,10 @@ class ZipMoEExperts:
 
     def describe(self) -> dict[str, object]:
         return {"policy": self.policy, "workers": self.workers,
-                "decode": ("decode workers" if self.workers else
+                "decode": ("in a decode process" if self.decoder is not None else
+                           "decode workers" if self.workers else
                            "on the I/O thread" if self.io_decode else "on the compute thread"),
+                "decode_arena_bytes": self.decoder.arena_bytes if self.decoder else 0,
                 "chunks": self.chunks,
                 "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
                 "predictor_precision_by_rank": [r / t if t else None for r, t in
@@ -783,7 +924,10 @@ class ZipMoEExperts:
         self._drop_prefetches()
         if self.decode_pool is not None:
             self.decode_pool.shutdown(wait=True)
-        self.io_thread.shutdown(wait=True)
+        if self.io_thread is not None:
+            self.io_thread.shutdown(wait=True)
+        if self.decoder is not None:
+            self.decoder.close()
         self.reader.close()
 
 

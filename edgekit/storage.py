@@ -70,6 +70,12 @@ class ReadStats:
     seconds: float = 0.0  # summed wall time of reads (overlapping reads count each)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def add_reads(self, reads: int, size: int) -> None:
+        """Reads another process made for this reader's file."""
+        with self._lock:
+            self.reads += reads
+            self.bytes += size
+
     def reset(self) -> None:
         with self._lock:
             self.reads, self.bytes, self.seconds = 0, 0, 0.0
@@ -140,6 +146,17 @@ class StorageReader:
         data, ready_at = self._book_and_read(offset, size)
         self.stats.add(len(data), time.perf_counter() - t0)
         return data, ready_at
+
+    def read_into(self, offset: int, size: int, buffer: memoryview) -> tuple[int, float]:
+        """``read_ahead`` of ``size`` bytes into ``buffer`` (shared memory; at least ``size``
+        long, and with O_DIRECT its address and length, like ``offset``, multiples of 4 KiB):
+        returns the bytes of the ``size`` read (fewer only at the end of the file) and the
+        delivery time."""
+        t0 = time.perf_counter()
+        deadline = self.cap.reserve(size) if self.cap is not None else 0.0
+        got = min(size, os.preadv(self._fd, [buffer], offset))
+        self.stats.add(got, time.perf_counter() - t0)
+        return got, deadline
 
     def _book_and_read(self, offset: int, size: int) -> tuple[bytes, float]:
         deadline = self.cap.reserve(size) if self.cap is not None else 0.0

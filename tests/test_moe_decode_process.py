@@ -1,0 +1,125 @@
+"""ZipMoE's decode process: the slot layout, the process itself (no torch in it), exact experts
+through a small arena, dropped prefetches, and a process that dies."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from edgekit.methods.zipmoe import providers
+from edgekit.methods.zipmoe.compress import compress_checkpoint
+from edgekit.methods.zipmoe.decode_process import expert_layout
+from edgekit.methods.zipmoe.engine import Engine, EngineSettings, parse_size
+from edgekit.methods.zipmoe.store import Store, StoreError
+from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
+
+pytestmark = pytest.mark.usefixtures("one_compute_thread")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("moe-process")
+    ckpt = make_tiny_checkpoint(root / "ckpt", "qwen", seed=3)
+    compress_checkpoint(ckpt, root / "store")
+    return Store(root / "store")
+
+
+def _reference(store, layer, tokens):
+    with Engine(store, EngineSettings(mode="memory")) as engine:
+        return dict(engine.experts.fetch(layer, tokens))
+
+
+def _same(got, expected):
+    return sorted(got) == sorted(expected) and all(
+        torch.equal(a, b) for e in got for a, b in zip(got[e], expected[e], strict=True))
+
+
+def test_layout_mirrors_the_store_so_a_miss_is_one_read(store):
+    layer = store.config.moe_layers[-1]
+    entries = store.expert_entries(layer, 2)
+    miss = expert_layout(entries, type_i=True)
+    first = min(x.offset for e in entries for x in (*e.chunks, e.raw))
+    assert len(miss.reads) == 1 and miss.reads[0][0] == first and miss.reads[0][2] == 0
+    for spec, entry in zip(miss.tensors, entries, strict=True):
+        # every stream where the one read puts it, its CRC checked there
+        assert spec["raw"] == [entry.raw.offset - first, entry.raw.size, entry.raw.crc32]
+        assert [c[0] for c in spec["chunks"]] == [c.offset - first for c in entry.chunks]
+        assert spec["out"] >= miss.reads[0][1] and spec["out"] % 4096 == 0
+    # an SM-only hit reads each tensor's exponents only; its raw bytes come from the pool
+    hit = expert_layout(entries, type_i=False)
+    assert len(hit.reads) == len(entries)
+    assert all(spec["raw"][2] == -1 for spec in hit.tensors)
+    assert [r[0] for r in hit.reads] == [e.chunks[0].offset for e in entries]
+    assert [t["after"] for t in hit.tensors] == list(range(len(entries)))
+
+
+def test_the_decode_process_imports_neither_torch_nor_the_engine():
+    code = ("import sys, edgekit.kernels.zipmoe_decoder; "
+            "print(sorted(m for m in sys.modules if m.startswith(('torch', 'edgekit.methods'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_a_small_arena_streams_a_prefill_through_its_slots_exactly(store, monkeypatch):
+    """Two slots for a layer that routes to every expert: the rest wait for a slot, and a
+    prefetch finds none and is skipped; every expert still matches the in-memory one."""
+    monkeypatch.setattr(providers, "ARENA_SLOTS_PER_TOP_K", 0)  # the floor: 2 slots
+    layer, n = store.config.moe_layers[0], store.config.num_experts
+    tokens = {e: 1 for e in range(n)}
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        experts = engine.experts
+        assert experts.decoder.slots == 2
+        assert experts.describe()["decode_arena_bytes"] == 2 * experts.decoder.slot_bytes
+        got = {}
+        for i, (expert, weights) in enumerate(experts.fetch(layer, tokens)):
+            if i == 0:
+                assert len(experts._backlog) == n - 3  # the rest wait for a slot
+                experts.prefetch(layer + 1, {0: 1})   # no slot free: skipped, not queued
+                assert not experts.prefetched
+            got[expert] = weights
+        assert len(experts._free_slots) == 2 and not experts._sent
+        assert experts.stats.misses == n and experts.reader.stats.reads == n
+    assert _same(got, _reference(store, layer, tokens))
+
+
+def test_prefetches_in_the_process_are_adopted_or_dropped(store):
+    layer = store.config.moe_layers[-1]
+    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test")
+    with Engine(store, settings) as engine:
+        experts = engine.experts
+        experts.prefetch(layer, {0: 1, 1: 1, 2: 1})  # reads of about 12 ms each at 2 MB/s
+        got = dict(experts.fetch(layer, {0: 1, 3: 1}))  # adopts 0, drops 1 and 2
+        assert experts.stats.prefetched == 1 and experts.stats.prefetch_wasted == 2
+        # the dropped ones stopped reading: at most one more was booked before the cancel
+        assert experts.reader.stats.reads <= 3
+        deadline = time.monotonic() + 5
+        while experts._sent and time.monotonic() < deadline:  # their slots come back
+            experts._pump(block=False)
+            time.sleep(0.01)
+        assert not experts._sent and len(experts._free_slots) == experts.decoder.slots
+    assert _same(got, _reference(store, layer, {0: 1, 3: 1}))
+
+
+def test_a_decode_process_that_dies_is_one_clear_error(store):
+    layer = store.config.moe_layers[0]
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        process = engine.experts.decoder._proc
+        process.kill()
+        process.wait()
+        with pytest.raises(StoreError, match=r"the ZipMoE decode process exited \(code -9\)"):
+            list(engine.experts.fetch(layer, {0: 1}))
+
+
+def test_closing_the_engine_ends_the_process_and_frees_the_arena(store):
+    with Engine(store, EngineSettings(memory_budget=parse_size("25%",
+                                                               store.total_expert_bytes))) as e:
+        e.generate("hi", 3)
+        decoder = e.experts.decoder
+        process, arena_fd = decoder._proc, decoder._fd
+    assert process.poll() is not None
+    with pytest.raises(OSError):
+        os.fstat(arena_fd)
