@@ -36,8 +36,12 @@ def available() -> bool:
 class ExpertLayout:
     """Arena offsets (relative to a slot) of one expert's streams and the reads that fill them.
 
-    The streams lie in the slot as in the store, packed on 4 KiB boundaries, so streams written
-    back to back (as ``write_store`` writes them) are one read; the decoded words follow."""
+    The streams lie in the slot as in the store, packed on 4 KiB boundaries, so a tensor's
+    streams written back to back (as ``write_store`` writes them) are one read; the decoded
+    words follow. [ours] One read per tensor, not per expert: the decode process decodes a
+    tensor while the next one's bytes arrive, so an expert is ready one tensor's decode after
+    its last byte instead of three (trained benchmark model, 5 interleaved rounds: 1.65x over
+    naive against 1.56x with one read per expert)."""
 
     reads: tuple[tuple[int, int, int], ...]  # (file offset, size, slot offset)
     tensors: tuple[dict, ...]                # the decoder's tensor specs, slot-relative
@@ -55,10 +59,12 @@ def expert_layout(entries: tuple[TensorEntry, ...], type_i: bool) -> ExpertLayou
         pos = align_up(pos + ext.size)
     runs: list[list[int]] = []  # [file offset, size, slot offset]
     last_read = [0] * len(entries)
+    run_tensor = -1
     for ext, t in extents:
         if ext is entries[t].raw and not type_i:
             continue
-        run = runs[-1] if runs else None
+        run = runs[-1] if runs and run_tensor == t else None
+        run_tensor = t
         if (run is not None and ext.offset == align_up(run[0] + run[1])
                 and slot_of[ext] - run[2] == ext.offset - run[0]):
             run[1] = ext.offset + ext.size - run[0]
