@@ -16,18 +16,18 @@ compressed at the default settings and served at a memory budget holding 25 % of
 with storage reads capped at the Jetson AGX Orin 64GB profile's storage bandwidth (buffered
 reads from the page cache, so the cap alone sets the read speed). One ZipMoE engine per model
 plans the pools first and every ZipMoE engine of the run uses that plan, so rounds differ by
-timing, not by plan. Every round runs, per model, zipmoe, zipmoe without the next-layer
-prefetch, zipmoe with the compute thread decoding instead of the I/O thread (its own plan),
-the previous engine (its planner's 1 full + 14 SM-only slots, the compute thread decoding),
-naive and memory (fresh engines, cold caches, same prompts, the order rotating between rounds);
-the tables quote the median over rounds, and a time breakdown of the median round per mode
-(reads at the cap, how much of them the compute thread did not wait for, waits, decoding,
-rebuilding, compute, and the CPU time of the compute and I/O threads, which a loaded machine
-inflates far less than wall time) shows what bounds each. Reported per model: experts'
-bits/param, routing skew (trace; and the trained model's loss and expert load), the lookahead
-predictor's precision and recall at decode steps, hit rates, the planner's inputs (start-up
-profile and the engine's calibration). Target: ZipMoE >= 2x the naive baseline's tokens/s on
-both, logits bit-identical.
+timing, not by plan. Every round runs, per model, zipmoe (its decode process reading,
+decoding and rebuilding), zipmoe without the next-layer prefetch, the previous engine (an I/O
+thread reading and decoding, the compute thread rebuilding; its own plan), naive and memory
+(fresh engines, cold caches, same prompts, the order rotating between rounds); the tables
+quote the median over rounds, and a time breakdown of the median round per mode (reads at the
+cap, how much of them the compute thread did not wait for, waits, decoding, rebuilding or
+copying out, compute, and the CPU time of the compute thread and of the I/O thread or decode
+process, which a loaded machine inflates far less than wall time) shows what bounds each.
+Reported per model: experts' bits/param, routing skew (trace; and the trained model's loss and
+expert load), the lookahead predictor's precision and recall at decode steps, hit rates, the
+planner's inputs (start-up profile and the engine's calibration). Target: ZipMoE >= 2x the
+naive baseline's tokens/s on both, logits bit-identical.
 
     python benchmarks/zipmoe.py [--rounds R] [--new-tokens N] [--quick] [--models trained,random]
                                 [--no-codec] [--device cpu|cuda]
@@ -371,8 +371,8 @@ def print_serving(serve: dict) -> None:
         print()
         print(markdown_table(
             ["mode (median round)", "total s", "reads at cap s", "reads hidden s", "waits s",
-             "decode s (compute thread / all)", "rebuild s", "compute s",
-             "CPU s (compute / I/O thread)"],
+             "decode s (compute thread / all)", "rebuild or copy-out s", "compute s",
+             "CPU s (compute thread / I/O thread or decode process)"],
             [[m, f"{b['total_s']:.2f}", _opt(b["reads_at_cap_s"]), _opt(b["reads_hidden_s"]),
               f"{b['wait_s']:.2f}",
               f"{b['decode_on_compute_s']:.2f} / {b['decode_all_threads_s']:.2f}",

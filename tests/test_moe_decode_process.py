@@ -69,8 +69,8 @@ def test_the_decode_process_imports_neither_torch_nor_the_engine():
 
 
 def test_a_small_arena_streams_a_prefill_through_its_slots_exactly(store, monkeypatch):
-    """Two slots for a layer that routes to every expert: the rest wait for a slot, and a
-    prefetch finds none and is skipped; every expert still matches the in-memory one."""
+    """Two slots for a layer that routes to every expert: the rest wait for a slot, and so does
+    the next layer's prefetch, behind them; every expert still matches the in-memory one."""
     monkeypatch.setattr(providers, "ARENA_SLOTS_PER_TOP_K", 0)  # the floor: 2 slots
     layer, n = store.config.moe_layers[0], store.config.num_experts
     tokens = {e: 1 for e in range(n)}
@@ -82,13 +82,17 @@ def test_a_small_arena_streams_a_prefill_through_its_slots_exactly(store, monkey
         for i, (expert, weights) in enumerate(experts.fetch(layer, tokens)):
             if i == 0:
                 assert len(experts._backlog) == n - 3  # the rest wait for a slot
-                experts.prefetch(layer + 1, {0: 1})   # no slot free: skipped, not queued
-                assert not experts.prefetched
+                experts.prefetch(layer + 1, {0: 1})   # queued behind them
+                assert experts._backlog[-1] is experts.prefetched[layer + 1, 0]
             got[expert] = weights
+        assert not experts._backlog and list(experts.prefetched) == [(layer + 1, 0)]
+        next_layer = dict(experts.fetch(layer + 1, {0: 1}))  # adopts it
+        assert experts.stats.prefetched == 1
         assert len(experts._free_slots) == 2 and not experts._sent
-        assert experts.stats.misses == n
-        assert experts.reader.stats.reads == n * experts.tensors_per_expert
+        assert experts.stats.misses == n + 1
+        assert experts.reader.stats.reads == (n + 1) * experts.tensors_per_expert
     assert _same(got, _reference(store, layer, tokens))
+    assert _same(next_layer, _reference(store, layer + 1, {0: 1}))
 
 
 def test_prefetches_in_the_process_are_adopted_or_dropped(store):

@@ -10,11 +10,13 @@
     cache.py          full and SM-only pools, rank admission, eviction policies
     planner.py        the Poisson-binomial / conditional-Poisson pool planner
     scheduler.py      the Type-I / Type-II job order
-    io.py             storage reads: O_DIRECT or buffered, optional bandwidth cap
     providers.py      experts all in memory, naive offload, or ZipMoE
+    decode_process.py the serving side of ZipMoE's decode process: slot layout, arena, events
     engine.py         generation, metrics, and the three-way bench
 
-The codec itself is ``edgekit.kernels.zipmoe_codec``.
+The codec itself is ``edgekit.kernels.zipmoe_codec`` (its torch-free half
+``zipmoe_planes``), the decode process ``edgekit.kernels.zipmoe_decoder``; storage reads
+(O_DIRECT or buffered, optional bandwidth cap) are ``edgekit.storage``.
 """
 from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.config import FAMILIES, MoEConfig, parse_config

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.kernels.zipmoe_decoder import touch_pages
 from edgekit.methods.zipmoe.store import StoreError, TensorEntry, align_up
 from edgekit.storage import StorageReader
 
@@ -98,6 +99,7 @@ class DecodeProcess:
         os.ftruncate(self._fd, self.arena_bytes)
         self._map = mmap.mmap(self._fd, self.arena_bytes)
         self.view = memoryview(self._map)
+        touch_pages(self.view)  # the decode process touches its own mapping likewise
         jobs_r, self._jobs_w = os.pipe()
         self._events_r, events_w = os.pipe()
         cap = reader.cap
@@ -117,6 +119,11 @@ class DecodeProcess:
             os.close(events_w)
         os.set_blocking(self._events_r, False)
         self._partial = b""
+        try:
+            self.events(block=True)  # {"ready": true} once it has warmed up
+        except BaseException:
+            self.close()
+            raise
 
     def send_raw(self, line: str) -> None:
         """One command, a JSON object on one line."""

@@ -7,9 +7,11 @@ give bit-identical logits; they differ only in what is held in memory and what i
     NaiveOffload     bf16 experts read on demand, one after another, into one LRU cache of the
                      byte budget; compute waits for each read (HF Accelerate-style offload)
     ZipMoEExperts    full and SM-only pools per layer (cache.py), the Type-I/Type-II order
-                     (scheduler.py), one I/O thread reading sign-mantissa bytes and L decode
-                     workers (or, with none, the I/O thread) decompressing exponent chunks,
-                     overlapping the layer's compute on the experts already there; and the next
+                     (scheduler.py), a decode process that reads, decompresses and rebuilds
+                     experts into shared memory (or threads: one I/O thread reading and L
+                     decode workers, or with none the I/O thread, decompressing exponent
+                     chunks), overlapping the layer's compute on the experts already there;
+                     and the next
                      layer's predicted experts prefetched behind the current layer's reads, as
                      the authors' engine does (``prefetch``; the model predicts, model.py)
 """
@@ -328,34 +330,35 @@ def _span(entry: TensorEntry) -> tuple[int, int]:
 class ZipMoEExperts:
     """ZipMoE's cache, scheduler and decode engine over a store.
 
-    Threads [ours, for Python]: the authors' C++ engine has one I/O thread for sign-mantissa
-    bytes and L workers that each read and decompress an exponent chunk. Here the I/O thread
-    makes every read, in the scheduler's order and each tensor's sign-mantissa bytes before its
-    exponents, booking them on a capped channel up to ``READ_AHEAD_S`` ahead (``read_ahead``, as
-    an NVMe queue holds several commands); the L workers only decompress, one task per tensor
-    (its K chunks; a Python task costs tens of microseconds); the compute thread rebuilds each
-    tensor (vectorised) just before using it, like the authors' reconstruction kernel on the
-    compute stream. Workers that read and decode in turn leave the channel idle while all of
-    them decode (0.38 s of a 1.8 s engine run here); rebuilding on the workers instead of the
-    compute thread was measured slower on this 2-core machine, twice.
+    The decode process [ours, for Python; ``decode_on="process"``, the default on Linux]: the
+    authors' C++ engine has one I/O thread for sign-mantissa bytes and L workers that each read
+    and decompress an exponent chunk, beside the GPU. Here one process (decode_process.py,
+    kernels/zipmoe_decoder.py) makes every read in the scheduler's order, straight into a
+    shared-memory slot per expert, booked on the capped channel up to ``READ_AHEAD_S`` ahead;
+    as each tensor's bytes arrive it checks, decompresses and rebuilds them there, and the
+    compute thread only copies the finished tensors out. It has its own interpreter, so none
+    of its work holds the compute thread's GIL: with threads, the compute thread's own time
+    was 1.9x the all-in-memory model's on this 2-core VM (benchmarks/README.md).
 
-    With L = 0 (no core to spare for workers, engine.default_workers) the I/O thread is the
-    one decode worker (``decode_on="io"``, the default): while it waits to book its next read
-    on the capped channel it decodes the exponents that have arrived, so the compute thread
-    only rebuilds. It is the authors' worker that reads and decodes, without a thread of its
-    own: a separate worker was slower on this VM (each tensor handed to it woke it, and its
-    calls made the compute thread's torch calls wait for the GIL). On the trained benchmark
-    model, under load, it took the compute thread's CPU time from 1.00 to 0.87 s, for 0.42 s
-    instead of 0.19 on the I/O thread, whose core is otherwise mostly idle
-    (benchmarks/README.md). ``decode_on="compute"`` decodes on the compute thread just before
-    rebuilding, as before.
+    Threads (``decode_on`` "io" or "compute"): the I/O thread makes every read, in the
+    scheduler's order and each tensor's sign-mantissa bytes before its exponents, booking
+    them up to ``READ_AHEAD_S`` ahead (``read_ahead``, as an NVMe queue holds several
+    commands); the L workers only decompress, one task per tensor (its K chunks; a Python task
+    costs tens of microseconds); the compute thread rebuilds each tensor (vectorised) just
+    before using it, like the authors' reconstruction kernel on the compute stream. Workers
+    that read and decode in turn left the channel idle while all of them decoded (0.38 s of a
+    1.8 s engine run here). With L = 0 (no core to spare for workers,
+    engine.default_workers) the I/O thread is the one decode worker (``decode_on="io"``):
+    while it waits to book its next read it decodes the exponents that have arrived, so the
+    compute thread only rebuilds; ``decode_on="compute"`` decodes on the compute thread just
+    before rebuilding.
     """
 
     mode = "zipmoe"
 
     def __init__(self, store: Store, budget_bytes: int, reader: StorageReader, workers: int = 2,
                  policy: str = "zipmoe", full_ratio: float | None = None,
-                 prefetch: bool = True, decode_on: str = "io") -> None:
+                 prefetch: bool = True, decode_on: str = "process") -> None:
         """Plans the pools from the start-up profile of one tensor (``full_ratio`` None);
         ``calibrate`` then plans them again from the engine's own costs."""
         cfg = store.config
@@ -683,12 +686,10 @@ class ZipMoEExperts:
         order = [scheduled.item for scheduled in schedule(jobs, core)]
         if not order:
             return
-        if self.decoder is not None:
+        if self.decoder is not None:  # a job without a free slot waits for one, in order
             for job in order:
                 if self._free_slots and not self._backlog:
                     self._dispatch(job)
-                elif job.done is None:  # a prefetch is not worth waiting for a slot
-                    self.prefetched.pop((job.layer, job.expert), None)
                 else:
                     self._backlog.append(job)
             return
