@@ -511,10 +511,11 @@ def test_cli_end_to_end(tmp_path):
     assert result.exit_code == 0, result.output
     assert "zipmoe: 3 tokens" in result.output and "capped at 0.4 GB/s" in result.output
     result = runner.invoke(cli, ["moe", "bench", str(store), "--max-new-tokens", "2", "--prompt",
-                                 "x", "--json", str(report)])
+                                 "x", "--json", str(report), "--decode-on", "io"])
     assert result.exit_code == 0, result.output
     doc = json.loads(report.read_text())
     assert doc["kind"] == "moe/bench" and doc["logits"]["identical"]
+    assert doc["results"]["zipmoe"]["provider"]["decode"] == "on the I/O thread"
     assert set(doc["results"]) == {"zipmoe", "naive", "memory"}
     result = runner.invoke(cli, ["moe", "serve", str(tmp_path), "--prompt", "x"])
     assert result.exit_code == 2
@@ -522,6 +523,10 @@ def test_cli_end_to_end(tmp_path):
     result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--memory-budget",
                                  "half"])
     assert result.exit_code == 2 and "cannot read the size 'half'" in result.output
+    result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--decode-on",
+                                 "gpu"])
+    assert result.exit_code == 2 and "'gpu' is not one of 'process', 'io', 'compute'" in \
+        result.output
     result = runner.invoke(cli, ["moe", "serve", str(store), "--prompt", "x", "--workers", "-1"])
     assert result.exit_code == 2
     assert "'--workers': -1 is not in the range 0<=x<=4096" in result.output

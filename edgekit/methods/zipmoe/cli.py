@@ -35,6 +35,7 @@ from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.cache import POLICIES
 from edgekit.methods.zipmoe.config import ALIASES
 from edgekit.methods.zipmoe.engine import (
+    DECODE_ON,
     DEFAULT_PROMPTS,
     MODES,
     Engine,
@@ -83,7 +84,8 @@ def _storage(storage_profile: str | None, bandwidth: float | None) -> tuple[floa
 
 def _settings(store: Store, mode: str, memory_budget: str, workers: int | None, policy: str,
               storage_profile: str | None, bandwidth: float | None, direct: bool,
-              full_ratio: float | None, threads: int | None, prefetch: bool) -> EngineSettings:
+              full_ratio: float | None, threads: int | None, prefetch: bool,
+              decode_on: str) -> EngineSettings:
     if threads is not None:
         torch.set_num_threads(threads)
     cap, source = _storage(storage_profile, bandwidth)
@@ -91,7 +93,7 @@ def _settings(store: Store, mode: str, memory_budget: str, workers: int | None, 
                                                               store.total_expert_bytes),
                           workers=workers, policy=policy, bandwidth_bytes_s=cap,
                           bandwidth_source=source, direct=direct, full_ratio=full_ratio,
-                          prefetch=prefetch)
+                          prefetch=prefetch, decode_on=decode_on)
 
 
 def _mib(n: float) -> str:
@@ -103,8 +105,13 @@ def _engine_options(f):  # noqa: ANN001, ANN202 - click decorator stack
         click.option("--memory-budget", default="25%", show_default=True,
                      help="Memory for expert caches: 512MiB, 2GB, or a share of all experts' "
                           "bf16 bytes like 25%."),
+        click.option("--decode-on", type=click.Choice(DECODE_ON), default="process",
+                     show_default=True,
+                     help="ZipMoE: a decode process reads, decodes and rebuilds experts in "
+                          "shared memory (Linux); or threads: 'io', the I/O thread decodes "
+                          "(or --workers do), 'compute', the compute thread does."),
         click.option("--workers", type=click.IntRange(0, MAX_THREADS),
-                     help="ZipMoE decode worker threads (L); 0 decodes on the compute thread. "
+                     help="ZipMoE with --decode-on io or compute: decode worker threads (L). "
                           "Default: the cores left after the compute threads and the I/O "
                           "thread, 0 to 4."),
         click.option("--policy", type=click.Choice(POLICIES), default="zipmoe",
@@ -278,13 +285,13 @@ def verify(store_path: str) -> None:
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
 def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_budget: str,
-          workers: int | None, policy: str, full_ratio: float | None, prefetch: bool,
-          storage_profile: str | None, bandwidth: float | None, direct: bool, threads: int,
-          json_path: str | None) -> None:
+          decode_on: str, workers: int | None, policy: str, full_ratio: float | None,
+          prefetch: bool, storage_profile: str | None, bandwidth: float | None, direct: bool,
+          threads: int, json_path: str | None) -> None:
     """Generate tokens from STORE under an expert memory budget."""
     store = Store(store_path)
     settings = _settings(store, mode, memory_budget, workers, policy, storage_profile, bandwidth,
-                         direct, full_ratio, threads, prefetch)
+                         direct, full_ratio, threads, prefetch, decode_on)
     with Engine(store, settings) as engine:
         gen = engine.generate(prompt, max_new_tokens)
         metrics = engine.metrics()
@@ -341,16 +348,17 @@ def render_bench(report: dict[str, Any]) -> Table:
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
 def bench_command(store_path: str, prompts: tuple[str, ...], max_new_tokens: int, modes: str,
-                  memory_budget: str, workers: int | None, policy: str, full_ratio: float | None,
-                  prefetch: bool, storage_profile: str | None, bandwidth: float | None,
-                  direct: bool, threads: int, json_path: str | None) -> None:
+                  memory_budget: str, decode_on: str, workers: int | None, policy: str,
+                  full_ratio: float | None, prefetch: bool, storage_profile: str | None,
+                  bandwidth: float | None, direct: bool, threads: int,
+                  json_path: str | None) -> None:
     """Benchmark ZipMoE against naive offload and all-in-memory.
 
     Reports TTFT, TPOT, tokens/s, cache hits and bytes read for the same prompts.
     """
     store = Store(store_path)
     settings = _settings(store, "zipmoe", memory_budget, workers, policy, storage_profile,
-                         bandwidth, direct, full_ratio, threads, prefetch)
+                         bandwidth, direct, full_ratio, threads, prefetch, decode_on)
     mode_list = tuple(m.strip() for m in modes.split(",") if m.strip())
     if not mode_list:
         raise UsageError(f"--modes {modes!r} names no mode", hint=f"valid: {', '.join(MODES)}")
