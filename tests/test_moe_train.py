@@ -142,3 +142,22 @@ def test_cli_trains_once_then_loads(tmp_path, monkeypatch):
     assert again.exit_code == 0 and again.output == first.output
     bad = runner.invoke(cli, ["moe", "train", "--steps", "0"])
     assert bad.exit_code == 2 and "--steps" in bad.output
+
+
+@pytest.mark.parametrize("decode_on,kept", [("process", {(1, 0), (1, 1)}), ("io", {(1, 0)})])
+def test_the_prefetch_gate_is_lower_where_a_wrong_guess_costs_only_reads(tmp_path, decode_on,
+                                                                         kept):
+    """A rank right 10 times in 16 (62.5 %) keeps being prefetched with the decode process
+    (gate 0.5), not with threads (0.75), whose wrong guesses cost the compute thread's CPU."""
+    from edgekit.methods.zipmoe.providers import RANK_WARMUP
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
+    compress_checkpoint(ckpt, tmp_path / "store", trace=False)
+    settings = EngineSettings(memory_budget=0, workers=0, decode_on=decode_on)
+    with Engine(tmp_path / "store", settings) as engine:
+        experts = engine.experts
+        for i in range(RANK_WARMUP):
+            experts.prefetch(1, {0: 1, 1: 1})
+            dict(experts.fetch(1, {0: 1, (1 if i % 8 < 5 else 5): 1}))
+        experts.prefetch(1, {0: 1, 1: 1})
+        assert set(experts.prefetched) == kept
