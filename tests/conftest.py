@@ -120,3 +120,16 @@ def one_compute_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen(tmp_path_factory) -> tuple[Path, Path]:
+    """A tiny random Qwen-MoE checkpoint (seed 3) and its ZipMoE store, shared read-only by
+    the ZipMoE tests (a test that corrupts a store copies it first)."""
+    from edgekit.methods.zipmoe.compress import compress_checkpoint
+    from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
+
+    root = tmp_path_factory.mktemp("tiny-qwen")
+    ckpt = make_tiny_checkpoint(root / "ckpt", "qwen", seed=3)
+    compress_checkpoint(ckpt, root / "store")
+    return ckpt, root / "store"

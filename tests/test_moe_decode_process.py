@@ -11,21 +11,16 @@ import pytest
 import torch
 
 from edgekit.methods.zipmoe import providers
-from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.decode_process import expert_layout
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, parse_size
 from edgekit.methods.zipmoe.store import Store, StoreError
-from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("moe-process")
-    ckpt = make_tiny_checkpoint(root / "ckpt", "qwen", seed=3)
-    compress_checkpoint(ckpt, root / "store")
-    return Store(root / "store")
+def store(tiny_qwen):
+    return Store(tiny_qwen[1])
 
 
 def _reference(store, layer, tokens):

@@ -20,14 +20,6 @@ from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint, tiny_config
 pytestmark = pytest.mark.usefixtures("one_compute_thread")
 
 
-@pytest.fixture(scope="module")
-def qwen(tmp_path_factory):
-    root = tmp_path_factory.mktemp("qwen")
-    ckpt = make_tiny_checkpoint(root / "ckpt", "qwen", seed=3)
-    compress_checkpoint(ckpt, root / "store")
-    return ckpt, root / "store"
-
-
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and torch.equal(
         a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
@@ -52,8 +44,8 @@ def test_every_family_compresses_and_round_trips(tmp_path, family):
         assert all(sum(row) == manifest["trace"]["tokens"] * cfg.top_k for row in counts.values())
 
 
-def test_layout_is_aligned_and_manifest_complete(qwen):
-    _, store_dir = qwen
+def test_layout_is_aligned_and_manifest_complete(tiny_qwen):
+    _, store_dir = tiny_qwen
     store = Store(store_dir)
     assert (store_dir / "config.json").is_file()
     assert store.data_path.stat().st_size % ALIGN == 0
@@ -75,8 +67,8 @@ def _copy_store(src, dst):
     return dst
 
 
-def test_flipped_byte_is_caught_and_names_the_tensor(qwen, tmp_path):
-    _, store_dir = qwen
+def test_flipped_byte_is_caught_and_names_the_tensor(tiny_qwen, tmp_path):
+    _, store_dir = tiny_qwen
     bad = _copy_store(store_dir, tmp_path / "bad")
     store = Store(bad)
     name = "model.layers.1.mlp.experts.5.down_proj.weight"
@@ -96,8 +88,8 @@ def test_flipped_byte_is_caught_and_names_the_tensor(qwen, tmp_path):
     assert "Traceback" not in result.output
 
 
-def test_truncated_store_names_the_first_tensor_past_the_end(qwen, tmp_path):
-    _, store_dir = qwen
+def test_truncated_store_names_the_first_tensor_past_the_end(tiny_qwen, tmp_path):
+    _, store_dir = tiny_qwen
     bad = _copy_store(store_dir, tmp_path / "short")
     store = Store(bad)
     victim = list(store.tensors)[-3]
