@@ -23,6 +23,7 @@ import json
 import mmap
 import os
 import select
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -248,9 +249,15 @@ class Decoder:
 
 
 def main(argv: list[str]) -> int:
+    # The serving process owns this one's lifetime: Ctrl-C reaches both, and the serving
+    # process stops it by closing the job pipe; a closed event pipe means it has gone.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     settings = json.loads(argv[1])
     decoder = Decoder(settings, settings["jobs_fd"], settings["events_fd"], settings["arena_fd"])
-    decoder.run()
+    try:
+        decoder.run()
+    except BrokenPipeError:
+        pass
     return 0
 
 

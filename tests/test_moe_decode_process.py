@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from edgekit.methods.zipmoe import providers
+from edgekit.methods.zipmoe import decode_process, providers
 from edgekit.methods.zipmoe.decode_process import expert_layout
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, parse_size
 from edgekit.methods.zipmoe.store import Store, StoreError
@@ -129,3 +129,29 @@ def test_closing_the_engine_ends_the_process_and_frees_the_arena(store):
     assert process.poll() is not None
     with pytest.raises(OSError):
         os.fstat(arena_fd)
+
+
+def test_a_decode_process_that_cannot_start_is_one_clear_error_and_leaks_nothing(
+        store, tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'no codec here' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(decode_process.sys, "executable", str(fake))
+    before = set(os.listdir("/proc/self/fd"))
+    with pytest.raises(StoreError, match=r"decode process exited \(code 3\): no codec here"):
+        Engine(store, EngineSettings(memory_budget=0))
+    assert set(os.listdir("/proc/self/fd")) <= before  # arena, pipes and log all closed
+
+
+def test_closing_with_reads_in_flight_stops_the_process_at_once(store):
+    layer = store.config.moe_layers[-1]
+    stored = sum(e.stored_bytes for x in range(6) for e in store.expert_entries(layer, x))
+    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=stored / 1.5,
+                              bandwidth_source="test", full_ratio=0.5)  # no calibration
+    engine = Engine(store, settings)
+    experts = engine.experts
+    experts.fetch(layer, {e: 1 for e in range(6)})  # submitted: 1.5 s of reads, none awaited
+    process = experts.decoder._proc
+    t0 = time.monotonic()
+    engine.close()
+    assert process.poll() is not None and time.monotonic() - t0 < 0.4

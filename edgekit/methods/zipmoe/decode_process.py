@@ -8,6 +8,7 @@ out of its slot.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import mmap
 import os
@@ -15,6 +16,7 @@ import select
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 
 import torch
@@ -95,35 +97,50 @@ class DecodeProcess:
                              hint="use decode_on='io' or 'compute'")
         self.slot_bytes, self.slots = align_up(slot_bytes), slots
         self.arena_bytes = self.slot_bytes * slots
+        self._partial = b""
+        # Everything opened so far is released in reverse by close(), also when start-up fails.
+        self._resources = contextlib.ExitStack()
+        try:
+            self._start(data_path, reader, codec, read_ahead_s)
+            self.events(block=True)  # {"ready": true} once it has warmed up
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, data_path: str | os.PathLike[str], reader: StorageReader, codec: str,
+               read_ahead_s: float) -> None:
+        push = self._resources.callback
         self._fd = os.memfd_create("edgekit-zipmoe-arena")
+        push(os.close, self._fd)
         os.ftruncate(self._fd, self.arena_bytes)
         self._map = mmap.mmap(self._fd, self.arena_bytes)
+        push(self._map.close)
         self.view = memoryview(self._map)
+        push(self.view.release)
         touch_pages(self.view)  # the decode process touches its own mapping likewise
+        self._stderr = self._resources.enter_context(tempfile.TemporaryFile())
         jobs_r, self._jobs_w = os.pipe()
         self._events_r, events_w = os.pipe()
+        push(os.close, self._events_r)
         cap = reader.cap
         settings = {"data_path": os.fspath(data_path), "direct": reader.direct, "codec": codec,
                     "bandwidth_bytes_s": cap.bytes_per_s if cap is not None else None,
                     "bandwidth_source": cap.source if cap is not None else "",
                     "read_ahead_s": read_ahead_s, "arena_bytes": self.arena_bytes,
                     "jobs_fd": jobs_r, "events_fd": events_w, "arena_fd": self._fd}
-        self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "edgekit.kernels.zipmoe_decoder", json.dumps(settings)],
                 pass_fds=(jobs_r, events_w, self._fd), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
+        except BaseException:
+            os.close(self._jobs_w)
+            raise
         finally:
             os.close(jobs_r)
             os.close(events_w)
+        push(self._stop)
         os.set_blocking(self._events_r, False)
-        self._partial = b""
-        try:
-            self.events(block=True)  # {"ready": true} once it has warmed up
-        except BaseException:
-            self.close()
-            raise
 
     def send_raw(self, line: str) -> None:
         """One command, a JSON object on one line."""
@@ -172,17 +189,19 @@ class DecodeProcess:
         start = slot * self.slot_bytes + offset
         return bytes(self.view[start:start + size])
 
+    def _stop(self) -> None:
+        """Close the job pipe (the decoder drops what it holds and exits) and wait for it,
+        draining events it may be blocked writing; kill it if it does not end."""
+        os.close(self._jobs_w)
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while self._proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._events_r, 1 << 16)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._proc.wait(0.02)
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
     def close(self) -> None:
-        if self._jobs_w >= 0:
-            os.close(self._jobs_w)  # the decoder finishes what it holds and exits
-            self._jobs_w = -1
-            try:
-                self._proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
-            os.close(self._events_r)
-            self._stderr.close()
-            self.view.release()
-            self._map.close()
-            os.close(self._fd)
+        self._resources.close()

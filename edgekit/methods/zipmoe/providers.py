@@ -402,10 +402,14 @@ class ZipMoEExperts:
         self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
         k = cfg.top_k
         self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
-        if not threads:
-            self._start_decoder(cfg)
-        self.profile = self._profile()
-        self._plan(self.profile["decode_s"], self.profile["rebuild_s"], 0.0)
+        try:
+            if not threads:
+                self._start_decoder(cfg)
+            self.profile = self._profile()
+            self._plan(self.profile["decode_s"], self.profile["rebuild_s"], 0.0)
+        except BaseException:
+            self.close()  # the reader, the threads and the decode process it was handed
+            raise
 
     def _start_decoder(self, cfg) -> None:
         slot_bytes = max(self._layout(layer, expert, True)[0].size
