@@ -349,7 +349,7 @@ STEPS: tuple[Step, ...] = (
          ("gpu",), _wbmm, 150, 120, _summarise_claims("claims")),
     Step("spiking-attention", "SSA vs reference attention, N = 256 ... 16384", ("gpu",),
          _attention, 120, 120, _summarise_claims("verdicts")),
-    Step("zipmoe", "ZipMoE compute on the GPU, decode on CPU threads, vs naive offload",
+    Step("zipmoe", "ZipMoE compute on the GPU, decode in a CPU process, vs naive offload",
          ("gpu",), _zipmoe, 150, 240, _summarise_zipmoe),
     Step("astra-gloo-cuda", "ASTRA: 2 ranks sharing one GPU over gloo (CUDA tensors, exchange "
          "through host memory) vs 2 ranks on the CPU", ("gpu",), _astra, 90, 120,

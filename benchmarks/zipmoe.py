@@ -33,7 +33,7 @@ naive baseline's tokens/s on both, logits bit-identical.
                                 [--no-codec] [--device cpu|cuda]
 
 ``--device cuda --no-codec`` (benchmarks/device_check.py): the model computes on the GPU while
-the experts are read and decoded on CPU threads, the paper's Jetson arrangement; the logits of
+the experts are read and decoded on the CPU (the paper's Jetson arrangement); the logits of
 every mode must still be bit-identical.
 """
 from __future__ import annotations

@@ -88,16 +88,17 @@ def default_workers(compute_threads: int | None = None, cores: int | None = None
 class EngineSettings:
     mode: str = "zipmoe"
     memory_budget: int = 0                 # bytes for expert caches (zipmoe, naive)
-    workers: int | None = None             # ZipMoE decode workers (L, 0: the compute thread
-                                           # decodes); None: default_workers()
+    workers: int | None = None             # ZipMoE with decode threads: workers (L, 0: the
+                                           # I/O or compute thread decodes); None:
+                                           # default_workers()
     policy: str = "zipmoe"                 # ZipMoE eviction policy
     bandwidth_bytes_s: float | None = None  # cap storage reads at this rate
     bandwidth_source: str = ""
     direct: bool = True                    # O_DIRECT where the file system allows
     full_ratio: float | None = None        # fix the full-pool share instead of planning it
     prefetch: bool = True                  # ZipMoE: prefetch the next layer's predicted experts
-    device: str = "cpu"                    # where the model computes (cuda: decode stays on the
-                                           # CPU workers, as on the paper's Jetson)
+    device: str = "cpu"                    # where the model computes (cuda: decoding stays
+                                           # on the CPU, as on the paper's Jetson)
     decode_on: str = "process"             # ZipMoE: a decode process reads, decodes and
                                            # rebuilds ("process"; Linux, else "io"); or threads:
                                            # the I/O thread decodes between its reads ("io"),
