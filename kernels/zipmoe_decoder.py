@@ -2,13 +2,15 @@
 
 The serving process (``edgekit.methods.zipmoe.decode_process``) starts one of these with
 ``python -m edgekit.kernels.zipmoe_decoder SETTINGS_JSON`` and three inherited descriptors: a
-pipe of jobs, a pipe of events and a memfd arena both processes map. A job names reads
-(file offset, length, arena offset) and tensors (where each one's sign-mantissa bytes and
+pipe of jobs, a pipe of events and a memfd arena both processes map; its first event says it
+has warmed up. A job names reads (file offset, size, offset in its slot, one per tensor) and
+tensors (where each one's sign-mantissa bytes and
 exponent chunks lie in the arena, their CRC-32s, where its bf16/fp16/fp32 words go); this process
 books each read on the capped channel at most ``read_ahead_s`` ahead (``edgekit.storage``),
 reads straight into the arena, and once the channel has delivered a tensor's bytes checks,
 decompresses and rebuilds it there. One event per job says it is done, failed (with the
-store error's message) or dropped (cancelled before it finished).
+store error's message) or dropped (cancelled before it finished). Closing the job pipe
+stops it at once: the serving process has stopped waiting.
 
 Why a process [ours]: the authors' engine decodes on C++ worker threads beside the GPU. In
 Python a decode thread beside the compute thread holds the GIL for each of its many short
