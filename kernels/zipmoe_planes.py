@@ -24,6 +24,38 @@ class ChecksumError(CodecError):
     """A stored stream whose CRC-32 or size does not match what was written."""
 
 
+class StreamError(Exception):
+    """A tensor's stored stream that is short, fails its CRC-32 or does not decode; the message
+    names the tensor and the stream. The store raises it as a ``StoreError``, the decode process
+    sends it to the serving process."""
+
+
+STREAM_HINT = "compress the checkpoint again"
+
+
+def check_stream(name: str, what: str, data: bytes | memoryview, size: int,
+                 crc: int) -> bytes | memoryview:
+    """``data`` when it is ``size`` bytes with this CRC-32; else ``StreamError``."""
+    if len(data) != size:
+        raise StreamError(f"tensor '{name}': {what} is truncated ({len(data)} of {size} bytes)")
+    if crc32(data) != crc:
+        raise StreamError(f"tensor '{name}': {what} fails its CRC-32 (corrupt store)")
+    return data
+
+
+def decode_exponents(name: str, chunks: list[tuple[bytes | memoryview, int, int, int, int]],
+                     out: np.ndarray, codec: str) -> None:
+    """Check and decompress a tensor's exponent chunks, ``(data, size, crc, start, stop)``
+    each, into ``out[start:stop]``."""
+    for i, (data, size, crc, start, stop) in enumerate(chunks):
+        data = check_stream(name, f"exponent chunk {i + 1} of {len(chunks)}", data, size, crc)
+        try:
+            out[start:stop] = np.frombuffer(decompress_bytes(data, codec, stop - start), np.uint8)
+        except Exception as exc:  # noqa: BLE001 - a decoder's error on bytes that passed their CRC
+            raise StreamError(f"tensor '{name}': exponent chunk {i + 1} cannot be decoded "
+                              f"({exc})") from exc
+
+
 # --------------------------------------------------------------------------------------------
 # Rebuilding values from their planes (vectorised; numpy releases the GIL inside each pass)
 # --------------------------------------------------------------------------------------------

@@ -11,9 +11,9 @@ give bit-identical logits; they differ only in what is held in memory and what i
                      experts into shared memory (or threads: one I/O thread reading and L
                      decode workers, or with none the I/O thread, decompressing exponent
                      chunks), overlapping the layer's compute on the experts already there;
-                     and the next
-                     layer's predicted experts prefetched behind the current layer's reads, as
-                     the authors' engine does (``prefetch``; the model predicts, model.py)
+                     and the next layer's predicted experts prefetched behind the current
+                     layer's reads, as the authors' engine does (``prefetch``; the model
+                     predicts, model.py)
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from edgekit.kernels import zipmoe_codec as codec
+from edgekit.kernels.zipmoe_planes import decode_exponents
 from edgekit.methods.zipmoe.cache import FULL, SM, Policy, Pool, ZipMoECache
 from edgekit.methods.zipmoe.decode_process import DecodeProcess, ExpertLayout, expert_layout
 from edgekit.methods.zipmoe.model import ExpertWeights
@@ -45,7 +46,14 @@ from edgekit.methods.zipmoe.planner import (
     popularity_by_rank,
 )
 from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
-from edgekit.methods.zipmoe.store import Store, StoreError, TensorEntry, align_up, check_extent
+from edgekit.methods.zipmoe.store import (
+    Store,
+    StoreError,
+    TensorEntry,
+    align_up,
+    check_extent,
+    stream_errors,
+)
 from edgekit.storage import StorageReader, wait_until
 
 Key = tuple[int, int]  # (layer, expert)
@@ -540,15 +548,10 @@ class ZipMoEExperts:
         base = entry.chunks[0].offset
         out = np.empty(entry.numel, np.uint8)
         view = memoryview(blob)
-        for i, ext in enumerate(entry.chunks):
-            data = check_extent(entry, ext, view[ext.offset - base:ext.end - base],
-                                f"exponent chunk {i + 1} of {len(entry.chunks)}")
-            try:
-                out[ext.start:ext.stop] = np.frombuffer(
-                    codec.decompress_bytes(data, self.codec, ext.stop - ext.start), np.uint8)
-            except Exception as exc:
-                raise StoreError(f"tensor '{entry.name}': exponent chunk {i + 1} cannot be "
-                                 f"decoded ({exc})") from exc
+        with stream_errors():
+            decode_exponents(entry.name, [(view[x.offset - base:x.end - base], x.size, x.crc32,
+                                           x.start, x.stop) for x in entry.chunks],
+                             out, self.codec)
         return out
 
     def _read_job(self, job: _ExpertJob) -> None:

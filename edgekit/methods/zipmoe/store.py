@@ -26,11 +26,12 @@ flipped byte names the tensor and the chunk). Nothing is ever decoded silently f
 from __future__ import annotations
 
 import concurrent.futures as cf
+import contextlib
 import hashlib
 import json
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ import torch
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_directory, read_json_object, register_output_kind, sha256_file
 from edgekit.kernels import zipmoe_codec as codec
+from edgekit.kernels.zipmoe_planes import STREAM_HINT, StreamError, check_stream
 from edgekit.methods.zipmoe.config import PROJECTIONS, MoEConfig, parse_config
 from edgekit.schema import INT, STR, ListOf, MapOf, Object, Optional, check
 
@@ -420,15 +422,19 @@ class Store:
         return len(self.tensors)
 
 
+@contextlib.contextmanager
+def stream_errors() -> Iterator[None]:
+    """Raise a ``StreamError`` (the codec's stream checks) as a ``StoreError``."""
+    try:
+        yield
+    except StreamError as exc:
+        raise StoreError(str(exc), hint=STREAM_HINT) from exc.__cause__
+
+
 def check_extent(entry: TensorEntry, extent: Extent, data: bytes, what: str) -> bytes:
     """Raise ``StoreError`` naming the tensor when ``data`` is short or fails its CRC-32."""
-    if len(data) != extent.size:
-        raise StoreError(f"tensor '{entry.name}': {what} is truncated ({len(data)} of "
-                         f"{extent.size} bytes)", hint="compress the checkpoint again")
-    if codec.crc32(data) != extent.crc32:
-        raise StoreError(f"tensor '{entry.name}': {what} fails its CRC-32 (corrupt store)",
-                         hint="compress the checkpoint again")
-    return data
+    with stream_errors():
+        return check_stream(entry.name, what, data, extent.size, extent.crc32)
 
 
 def encoded_from_entry(entry: TensorEntry, chunk_data: list[bytes], raw: bytes,
