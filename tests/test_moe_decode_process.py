@@ -28,6 +28,11 @@ def _reference(store, layer, tokens):
         return dict(engine.experts.fetch(layer, tokens))
 
 
+def _copies(deliveries):
+    """The delivered experts, copied: the decode process lends its slots until the next one."""
+    return {e: tuple(t.clone() for t in w) for e, w in deliveries}
+
+
 def _same(got, expected):
     return sorted(got) == sorted(expected) and all(
         torch.equal(a, b) for e in got for a, b in zip(got[e], expected[e], strict=True))
@@ -76,12 +81,14 @@ def test_a_small_arena_streams_a_prefill_through_its_slots_exactly(store, monkey
         got = {}
         for i, (expert, weights) in enumerate(experts.fetch(layer, tokens)):
             if i == 0:
-                assert len(experts._backlog) == n - 3  # the rest wait for a slot
+                # the first expert is lent in its slot, the second is being read into the
+                # other: the rest wait for a slot
+                assert len(experts._backlog) == n - 2
                 experts.prefetch(layer + 1, {0: 1})   # queued behind them
                 assert experts._backlog[-1] is experts.prefetched[layer + 1, 0]
-            got[expert] = weights
+            got[expert] = tuple(t.clone() for t in weights)
         assert not experts._backlog and list(experts.prefetched) == [(layer + 1, 0)]
-        next_layer = dict(experts.fetch(layer + 1, {0: 1}))  # adopts it
+        next_layer = _copies(experts.fetch(layer + 1, {0: 1}))  # adopts it
         assert experts.stats.prefetched == 1
         assert len(experts._free_slots) == 2 and not experts._sent
         assert experts.stats.misses == n + 1
@@ -96,7 +103,7 @@ def test_prefetches_in_the_process_are_adopted_or_dropped(store):
     with Engine(store, settings) as engine:
         experts = engine.experts
         experts.prefetch(layer, {0: 1, 1: 1, 2: 1})  # reads of about 12 ms each at 2 MB/s
-        got = dict(experts.fetch(layer, {0: 1, 3: 1}))  # adopts 0, drops 1 and 2
+        got = _copies(experts.fetch(layer, {0: 1, 3: 1}))  # adopts 0, drops 1 and 2
         assert experts.stats.prefetched == 1 and experts.stats.prefetch_wasted == 2
         deadline = time.monotonic() + 5
         while experts._sent and time.monotonic() < deadline:  # their slots come back
@@ -155,3 +162,34 @@ def test_closing_with_reads_in_flight_stops_the_process_at_once(store):
     t0 = time.monotonic()
     engine.close()
     assert process.poll() is not None and time.monotonic() - t0 < 0.4
+
+
+def _in_arena(decoder, tensor) -> bool:
+    base = decoder._bytes.data_ptr()
+    return base <= tensor.data_ptr() < base + decoder.arena_bytes
+
+
+def test_dropped_experts_are_lent_in_their_slot_and_kept_ones_are_copied(store):
+    """An expert the pools drop after use is handed out in the arena (no copy) and its slot
+    comes back when the next one is asked for; one the full pool keeps is a copy, so a reused
+    slot cannot change it."""
+    layer = store.config.moe_layers[0]
+    tokens = {0: 1, 1: 1, 2: 1}
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        experts, decoder = engine.experts, engine.experts.decoder
+        for expert, weights in experts.fetch(layer, tokens):
+            assert all(_in_arena(decoder, t) for t in weights)
+            assert len(experts._free_slots) < decoder.slots
+        assert len(experts._free_slots) == decoder.slots
+    budget = parse_size("100%", store.total_expert_bytes)
+    with Engine(store, EngineSettings(memory_budget=budget, full_ratio=1.0)) as engine:
+        experts, decoder = engine.experts, engine.experts.decoder
+        got = _copies(experts.fetch(layer, tokens))
+        kept = experts.cache.full[layer]
+        assert all(expert in kept for expert in tokens)
+        for expert in tokens:
+            pooled = kept.peek(expert)
+            assert not any(_in_arena(decoder, t) for t in pooled)
+        list(experts.fetch(layer + 1, {e: 1 for e in range(store.config.num_experts)}))
+        assert _same({e: kept.peek(e) for e in tokens}, got)
+    assert _same(got, _reference(store, layer, tokens))

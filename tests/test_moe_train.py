@@ -109,7 +109,7 @@ def test_breakdown_accounts_for_the_compute_threads_time(tmp_path, mode, decode_
 
 
 def test_a_rank_of_guesses_that_is_mostly_wrong_stops_being_prefetched(tmp_path):
-    from edgekit.methods.zipmoe.providers import RANK_WARMUP
+    from edgekit.methods.zipmoe.guesses import RANK_WARMUP
 
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
     compress_checkpoint(ckpt, tmp_path / "store", trace=False)
@@ -144,12 +144,35 @@ def test_cli_trains_once_then_loads(tmp_path, monkeypatch):
     assert bad.exit_code == 2 and "--steps" in bad.output
 
 
+def test_each_layer_has_its_own_gate(tmp_path):
+    """The same rank proves right for one layer and wrong for another: it keeps being
+    prefetched for the first only."""
+    from edgekit.methods.zipmoe.guesses import RANK_WARMUP
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
+    compress_checkpoint(ckpt, tmp_path / "store", trace=False)
+    with Engine(tmp_path / "store", EngineSettings(memory_budget=0, workers=0)) as engine:
+        experts = engine.experts
+        good, bad = experts.store.config.moe_layers[:2]
+        for _ in range(RANK_WARMUP):
+            for layer, second in ((good, 1), (bad, 5)):
+                experts.prefetch(layer, {0: 1, 1: 1})
+                dict(experts.fetch(layer, {0: 1, second: 1}))
+        experts.prefetch(good, {0: 1, 1: 1})
+        assert set(experts.prefetched) == {(good, 0), (good, 1)}
+        experts.prefetch(bad, {0: 1, 1: 1})
+        assert set(experts.prefetched) == {(bad, 0)}
+        by_layer = experts.describe()["predictor_precision_by_layer_and_rank"]["early"]
+        assert by_layer[str(good)] == [1.0, 1.0] and by_layer[str(bad)] == [1.0, 0.0]
+        assert experts.describe()["predictor_precision_by_rank"] == [1.0, 0.5]
+
+
 @pytest.mark.parametrize("decode_on,kept", [("process", {(1, 0), (1, 1)}), ("io", {(1, 0)})])
 def test_the_prefetch_gate_is_lower_where_a_wrong_guess_costs_only_reads(tmp_path, decode_on,
                                                                          kept):
     """A rank right 10 times in 16 (62.5 %) keeps being prefetched with the decode process
     (gate 0.5), not with threads (0.75), whose wrong guesses cost the compute thread's CPU."""
-    from edgekit.methods.zipmoe.providers import RANK_WARMUP
+    from edgekit.methods.zipmoe.guesses import RANK_WARMUP
 
     ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
     compress_checkpoint(ckpt, tmp_path / "store", trace=False)

@@ -114,10 +114,10 @@ class DecodeProcess:
         push(os.close, self._fd)
         os.ftruncate(self._fd, self.arena_bytes)
         self._map = mmap.mmap(self._fd, self.arena_bytes)
-        push(self._map.close)
         self.view = memoryview(self._map)
-        push(self.view.release)
+        push(self._release_view)
         touch_pages(self.view)  # the decode process touches its own mapping likewise
+        self._bytes: torch.Tensor | None = torch.frombuffer(self.view, dtype=torch.uint8)
         self._stderr = self._resources.enter_context(tempfile.TemporaryFile())
         jobs_r, self._jobs_w = os.pipe()
         self._events_r, events_w = os.pipe()
@@ -174,12 +174,21 @@ class DecodeProcess:
         return StoreError(f"the ZipMoE decode process exited (code {code})"
                           + (f": {tail[0]}" if tail else ""))
 
-    def words(self, slot: int, spec: dict, entry: TensorEntry) -> torch.Tensor:
-        """A copy of a decoded tensor out of its slot."""
+    def _release_view(self) -> None:
+        """Unmap once no tensor borrows the arena; a borrowed tensor still alive (held by a
+        traceback, say) keeps the mapping until it is freed, rather than failing the close."""
+        self._bytes = None
+        with contextlib.suppress(BufferError):
+            self.view.release()
+            self._map.close()
+
+    def words(self, slot: int, spec: dict, entry: TensorEntry, copy: bool) -> torch.Tensor:
+        """A decoded tensor in its slot: a copy, or (``copy`` False) the slot's memory itself,
+        valid only until the slot is given back."""
         start = slot * self.slot_bytes + spec["out"]
-        flat = torch.frombuffer(self.view, dtype=getattr(torch, entry.dtype),
-                                count=entry.numel, offset=start)
-        return flat.clone().reshape(entry.shape)
+        size = entry.numel * WORD_BYTES[entry.dtype]
+        flat = self._bytes[start:start + size].view(getattr(torch, entry.dtype))
+        return (flat.clone() if copy else flat).reshape(entry.shape)
 
     def put(self, slot: int, offset: int, data: bytes) -> None:
         start = slot * self.slot_bytes + offset

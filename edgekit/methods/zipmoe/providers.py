@@ -37,6 +37,7 @@ from edgekit.kernels import zipmoe_codec as codec
 from edgekit.kernels.zipmoe_planes import decode_exponents
 from edgekit.methods.zipmoe.cache import FULL, SM, Policy, Pool, ZipMoECache
 from edgekit.methods.zipmoe.decode_process import DecodeProcess, ExpertLayout, expert_layout
+from edgekit.methods.zipmoe.guesses import GuessRecord
 from edgekit.methods.zipmoe.model import ExpertWeights
 from edgekit.methods.zipmoe.planner import (
     DelayModel,
@@ -62,7 +63,7 @@ Key = tuple[int, int]  # (layer, expert)
 # mispredicted prefetch are mostly still unbooked, and cancelled, when the layer routes.
 READ_AHEAD_S = 1e-3
 # [ours] The predictor's guesses come ranked (most likely first); a rank is prefetched only while
-# at least this share of its guesses proves right (after ``RANK_WARMUP`` decode steps). On a
+# at least this share of its guesses for that layer proves right (guesses.py). On a
 # device whose reads are the limit, a prefetch right with probability p reads (1 - p) / p
 # wasted experts per useful one ahead of the layer's own reads: at 0.75, one in three. On the
 # trained benchmark model the ranks were right 92 %, 58 %, 48 % and 48 % of the time (random
@@ -72,7 +73,6 @@ PREFETCH_MIN_PRECISION = 0.75
 # and its reads are cancelled once the layer routes: trained benchmark model, 7 interleaved
 # rounds, ZipMoE / naive 1.76x at 0.75, 1.92x at 0.5 and 1.92x at 0 (every rank prefetched).
 PREFETCH_MIN_PRECISION_PROCESS = 0.5
-RANK_WARMUP = 16
 # [ours] Expert slots of the decode process's arena per routed expert (top-k): a layer's own
 # reads and the next layer's prefetch fit beside the slots still being copied out; a prefill
 # that routes to more experts streams them through (working memory beside the budget, reported
@@ -407,9 +407,9 @@ class ZipMoEExperts:
         self.calibration: dict[str, float] | None = None
         self.prefetch_enabled = prefetch
         self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
-        self.predictions: dict[int, list[int]] = {}  # the predictor's last guess per layer
-        k = cfg.top_k
-        self.rank_tries, self.rank_right = [0] * k, [0] * k  # per rank of the guess
+        # the predictor's last guess per (layer, late), and how often each rank proved right
+        self.predictions: dict[tuple[int, bool], list[int]] = {}
+        self.guesses = {late: GuessRecord(cfg.moe_layers, cfg.top_k) for late in (False, True)}
         try:
             if not threads:
                 self._start_decoder(cfg)
@@ -501,8 +501,8 @@ class ZipMoEExperts:
         self.stats = ExpertStats()
         self._cpu_base += stats.io_cpu_s if self.decoder is not None else 0.0
         self.predictions.clear()
-        self.rank_tries = [0] * len(self.rank_tries)
-        self.rank_right = [0] * len(self.rank_right)
+        self.guesses = {late: GuessRecord(self.store.config.moe_layers, self.store.config.top_k)
+                        for late in self.guesses}
         self.reader.stats.reset()
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
@@ -619,16 +619,20 @@ class ZipMoEExperts:
     def _finish(self, job: _ExpertJob) -> ExpertWeights:
         """Rebuild the expert's tensors on the compute thread (see the class docstring), after
         decoding them here when there are no decode workers; with a decode process, copy them
-        out of its slot (and a miss's sign-mantissa bytes when the SM pool admits them)."""
+        out of its slot (and a miss's sign-mantissa bytes when the SM pool admits them). An
+        expert the full pool will keep is copied out and its slot given back; any other is
+        lent in place (``_deliver`` gives the slot back once the layer has used it), which
+        saves a copy of every tensor the pool drops after use."""
         if self.decoder is not None:
             t0 = time.perf_counter()
-            specs = job.layout.tensors
-            tensors = [self.decoder.words(job.slot, spec, entry)
+            specs, keep = job.layout.tensors, job.decision == FULL
+            tensors = [self.decoder.words(job.slot, spec, entry, copy=keep)
                        for spec, entry in zip(specs, job.entries, strict=True)]
             if job.type_i and job.decision == SM:
                 job.raws = [self.decoder.take(job.slot, *spec["raw"][:2]) for spec in specs]
             self.stats.rebuild_s += time.perf_counter() - t0
-            self._release(job)
+            if keep:
+                self._release(job)
             return ExpertWeights(*tensors)
         tensors = []
         for t, entry in enumerate(job.entries):
@@ -786,34 +790,43 @@ class ZipMoEExperts:
         self._drain()
         self.stats.io_cpu_s += time.thread_time() - t0
 
-    def _rank_pays(self, rank: int) -> bool:
-        """Whether guesses of this rank are right often enough to prefetch them."""
-        rank = min(rank, len(self.rank_tries) - 1)  # a longer guess: judged as the last rank
-        tries = self.rank_tries[rank]
+    def _rank_pays(self, layer: int, rank: int, late: bool) -> bool:
+        """Whether one token's guesses of this rank for this layer (early or late ones) are
+        right often enough to prefetch them."""
         gate = (PREFETCH_MIN_PRECISION_PROCESS if self.decoder is not None
                 else PREFETCH_MIN_PRECISION)
-        return tries < RANK_WARMUP or self.rank_right[rank] >= gate * tries
+        return self.guesses[late].pays(layer, rank, gate)
 
     def _drop_prefetches(self, keep_layer: int | None = None) -> None:
         for key in [k for k in self.prefetched if k[0] != keep_layer]:
             self._cancel(self.prefetched.pop(key))
             self.stats.prefetch_wasted += 1
 
-    def prefetch(self, layer: int, tokens: dict[int, int]) -> None:
+    def prefetch(self, layer: int, tokens: dict[int, int], late: bool = False) -> None:
         """Start reading and decoding the experts ``layer`` is predicted to use (``tokens``: the
         predicted token counts), queued behind the reads already submitted. ``fetch`` adopts
         the ones the layer really routes to and cancels the rest; nothing enters a pool before
         its use, so the admission and eviction decisions stay those of on-demand serving.
-        The guess is recorded even with prefetching off, to measure the predictor."""
-        self.predictions[layer] = list(tokens)
+        A ``late`` guess, made once the layer before has finished, replaces the early one: its
+        prefetches still unfinished that the late guess leaves out are cancelled. Each kind
+        is gated by its own record. The guess is recorded even with prefetching off, to
+        measure the predictor."""
+        self.predictions[layer, late] = list(tokens)
         if not self.prefetch_enabled:
             return
         self._drop_prefetches(keep_layer=layer)
+        if late:
+            for key in [k for k, job in self.prefetched.items()
+                        if k[0] == layer and k[1] not in tokens and not job.over]:
+                self._cancel(self.prefetched.pop(key))
+                self.stats.prefetch_wasted += 1
         full, sm = self.cache.full[layer], self.cache.sm[layer]
+        one_token = sum(tokens.values()) == self.store.config.top_k  # else a prompt: all of it
         jobs = []
         for rank, (expert, n) in enumerate(tokens.items()):
             key = (layer, expert)
-            if expert in full or key in self.prefetched or not self._rank_pays(rank):
+            if (expert in full or key in self.prefetched
+                    or (one_token and not self._rank_pays(layer, rank, late))):
                 continue
             raws = sm.peek(expert)  # the hit is counted when the layer uses it
             job = _ExpertJob(layer, expert, n, self.store.expert_entries(layer, expert), raws,
@@ -828,14 +841,16 @@ class ZipMoEExperts:
         cache = self.cache
         full, sm = cache.full[layer], cache.sm[layer]
         cache.record(layer, tokens)
-        guess = self.predictions.pop(layer, None)
-        if guess is not None and sum(tokens.values()) == self.store.config.top_k:  # one token
-            self.stats.predicted += len(guess)
-            self.stats.predicted_right += len(set(guess) & set(tokens))
-            self.stats.routed_after_prediction += len(tokens)
-            for rank, expert in enumerate(guess[:len(self.rank_tries)]):
-                self.rank_tries[rank] += 1
-                self.rank_right[rank] += expert in tokens
+        one_token = sum(tokens.values()) == self.store.config.top_k
+        for late, record in self.guesses.items():
+            guess = self.predictions.pop((layer, late), None)
+            if guess is None or not one_token:
+                continue
+            record.record(layer, guess, tokens)
+            if not late:  # the predictor's figures are the early guess's (the lookahead)
+                self.stats.predicted += len(guess)
+                self.stats.predicted_right += len(set(guess) & set(tokens))
+                self.stats.routed_after_prediction += len(tokens)
         ready = [e for e in sorted(tokens) if e in full]
         full.locked.update(ready)
         done: queue.SimpleQueue = queue.SimpleQueue()
@@ -867,6 +882,7 @@ class ZipMoEExperts:
                  ) -> Iterator[tuple[int, ExpertWeights]]:
         full, sm = self.cache.full[layer], self.cache.sm[layer]
         delivered = False
+        lent: _ExpertJob | None = None
         arrived: list[tuple[_ExpertJob, ExpertWeights | None]] = []
         try:
             for expert in ready:
@@ -887,7 +903,11 @@ class ZipMoEExperts:
                     self.stats.sm_hits += 1
                 if job.decision in (FULL, SM):  # the rest is dropped after its use
                     arrived.append((job, weights if job.decision == FULL else None))
+                lent = job
                 yield job.expert, weights
+                del weights
+                self._release(lent)  # used: a slot lent in place may be reused now
+                lent = None
             # Admitted in expert order once the step is done, not in the order the reads
             # happened to finish: the pools, and so the hits, then do not depend on timing
             # (nor on what a prefetch started early), and every round serves the same way.
@@ -897,6 +917,8 @@ class ZipMoEExperts:
             delivered = True
         finally:
             if not delivered:  # an error: let the rest finish before the pools unlock
+                if lent is not None:
+                    self._release(lent)
                 self._abandon(jobs)
             full.locked.clear()
             sm.locked.clear()
@@ -916,9 +938,10 @@ class ZipMoEExperts:
                 "decode_arena_bytes": self.decoder.arena_bytes if self.decoder else 0,
                 "chunks": self.chunks,
                 "prefetch": "lookahead routing" if self.prefetch_enabled else "off",
-                "predictor_precision_by_rank": [r / t if t else None for r, t in
-                                                zip(self.rank_right, self.rank_tries,
-                                                    strict=True)],
+                "predictor_precision_by_rank": self.guesses[False].by_rank(),
+                "predictor_precision_by_layer_and_rank": {
+                    "early" if not late else "late": record.by_layer()
+                    for late, record in self.guesses.items()},
                 "plan": self.plan.to_json(),
                 "calibration": None if self.calibration is None else {
                     "tokens": self.calibration["tokens"],
