@@ -177,7 +177,7 @@ def test_dropped_experts_are_lent_in_their_slot_and_kept_ones_are_copied(store):
     tokens = {0: 1, 1: 1, 2: 1}
     with Engine(store, EngineSettings(memory_budget=0)) as engine:
         experts, decoder = engine.experts, engine.experts.decoder
-        for expert, weights in experts.fetch(layer, tokens):
+        for _expert, weights in experts.fetch(layer, tokens):
             assert all(_in_arena(decoder, t) for t in weights)
             assert len(experts._free_slots) < decoder.slots
         assert len(experts._free_slots) == decoder.slots
