@@ -289,6 +289,9 @@ class MoEModel:
         h = rms_norm(residual, w[f"model.layers.{nxt}.post_attention_layernorm.weight"],
                      cfg.rms_norm_eps)
         weights, ids = self.route(F.linear(h, self._gate(nxt)))
+        if len(ids) == 1:  # one token: its experts, most router weight first (topk's order)
+            prefetch(nxt, dict.fromkeys(ids[0].tolist(), 1), late=late)
+            return
         counts = self._counts(ids)
         mass = torch.zeros(cfg.num_experts).index_add_(0, ids.reshape(-1),
                                                        weights.reshape(-1)).tolist()
@@ -296,8 +299,6 @@ class MoEModel:
         # order among equals, so the likeliest experts are read first and the doubtful ones
         # are still unread, and cancelled cheaply, when the guess proves wrong.
         top = sorted((e for e, n in enumerate(counts) if n), key=lambda e: (-counts[e], -mass[e]))
-        if len(residual) == 1:
-            top = top[:cfg.top_k]
         prefetch(nxt, {e: counts[e] for e in top}, late=late)
 
     def _moe(self, layer: int, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
