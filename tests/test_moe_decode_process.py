@@ -193,3 +193,44 @@ def test_dropped_experts_are_lent_in_their_slot_and_kept_ones_are_copied(store):
         list(experts.fetch(layer + 1, {e: 1 for e in range(store.config.num_experts)}))
         assert _same({e: kept.peek(e) for e in tokens}, got)
     assert _same(got, _reference(store, layer, tokens))
+
+
+def test_a_late_guess_replaces_the_early_one(store):
+    """The late guess keeps what it shares with the early one, adds its own, and cancels the
+    early prefetches it leaves out that are still being read."""
+    layer = store.config.moe_layers[-1]
+    settings = EngineSettings(memory_budget=0, bandwidth_bytes_s=2e6, bandwidth_source="test")
+    with Engine(store, settings) as engine:
+        experts = engine.experts
+        experts.prefetch(layer, {0: 1, 1: 1})  # reads of about 12 ms each at 2 MB/s
+        early = dict(experts.prefetched)
+        experts.prefetch(layer, {0: 1, 2: 1}, late=True)
+        assert set(experts.prefetched) == {(layer, 0), (layer, 2)}
+        assert experts.prefetched[layer, 0] is early[layer, 0]  # kept, not read again
+        assert early[layer, 1].cancelled and experts.stats.prefetch_wasted == 1
+        got = _copies(experts.fetch(layer, {0: 1, 2: 1}))
+        assert experts.stats.prefetched == 2
+    assert _same(got, _reference(store, layer, {0: 1, 2: 1}))
+
+
+def test_the_model_guesses_each_next_layer_early_and_late(store):
+    """One decode step: an early guess for every MoE layer (the first from the LM head's
+    guess of the next token), a late one for every layer but the first; a prompt's guesses
+    name every expert its tokens are predicted to use, not only ``top_k``."""
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        calls = []
+        real = engine.experts.prefetch
+
+        def spy(layer, tokens, late=False):
+            calls.append((layer, late, len(tokens)))
+            real(layer, tokens, late)
+
+        engine.experts.prefetch = spy
+        engine.generate("The weather today is", 2)
+    layers, k = store.config.moe_layers, store.config.top_k
+    prefill = calls[:2 * len(layers) - 1]
+    assert max(n for layer, _, n in prefill if layer != layers[0]) > k
+    step = calls[-2 * len(layers) + 1:]  # the decode step's guesses
+    assert [(layer, late) for layer, late, _ in step] == [
+        *[x for nxt in layers[1:] for x in ((nxt, False), (nxt, True))], (layers[0], False)]
+    assert all(n == k for _, _, n in step)

@@ -122,6 +122,8 @@ def test_a_rank_of_guesses_that_is_mostly_wrong_stops_being_prefetched(tmp_path)
         experts.prefetch(1, {0: 1, 1: 1})
         assert set(experts.prefetched) == {(1, 0)}
         assert experts.describe()["predictor_precision_by_rank"] == [1.0, 0.0]
+        experts.prefetch(1, {0: 3, 1: 2})  # a prompt's guess: the gate is for one token's
+        assert set(experts.prefetched) == {(1, 0), (1, 1)}
         x = experts.stats.to_json()
         assert x["predictor_precision"] == x["predictor_recall"] == 0.5
 
