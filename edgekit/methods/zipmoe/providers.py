@@ -74,7 +74,7 @@ PREFETCH_MIN_PRECISION = 0.75
 # rounds, ZipMoE / naive 1.76x at 0.75, 1.92x at 0.5 and 1.92x at 0 (every rank prefetched).
 PREFETCH_MIN_PRECISION_PROCESS = 0.5
 # [ours] Expert slots of the decode process's arena per routed expert (top-k): a layer's own
-# reads and the next layer's prefetch fit beside the slots still being copied out; a prefill
+# reads and the next layer's prefetch fit beside the slots still copied out or lent; a prefill
 # that routes to more experts streams them through (working memory beside the budget, reported
 # by ``describe``), capped at ``ARENA_MAX_BYTES`` for very large experts (at least 2 slots).
 ARENA_SLOTS_PER_TOP_K = 3
@@ -348,7 +348,8 @@ class ZipMoEExperts:
     kernels/zipmoe_decoder.py) makes every read in the scheduler's order, straight into a
     shared-memory slot per expert, booked on the capped channel up to ``READ_AHEAD_S`` ahead;
     as each tensor's bytes arrive it checks, decompresses and rebuilds them there, and the
-    compute thread only copies the finished tensors out. It has its own interpreter, so none
+    compute thread copies out the experts the full pool keeps and uses the others in place
+    (lent until the layer has used them). It has its own interpreter, so none
     of its work holds the compute thread's GIL: with threads, the compute thread's own time
     was 1.9x the all-in-memory model's on this 2-core VM (benchmarks/README.md).
 
@@ -748,7 +749,7 @@ class ZipMoEExperts:
             stats.worker_rebuild_s += event["rebuild_s"]
             stats.io_cpu_s = event["cpu_s"] - self._cpu_base
             if "ok" in event and not job.cancelled:
-                job.finish_one()  # the slot is released once the tensors are copied out
+                job.finish_one()  # the slot is released once copied out or used in place
                 continue
             self._release(job)
             if "error" in event and not job.cancelled:
