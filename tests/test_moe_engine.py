@@ -18,7 +18,7 @@ from edgekit.methods.zipmoe.cache import EVICT, FULL, SM, Policy, Pool, ZipMoECa
 from edgekit.methods.zipmoe.compress import compress_checkpoint
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, bench, default_workers, parse_size
 from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
-from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel
+from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel, Speculation
 from edgekit.methods.zipmoe.scheduler import Job, SchedulerCore, schedule
 from edgekit.methods.zipmoe.store import Store, StoreError
 from edgekit.methods.zipmoe.tiny import make_tiny_checkpoint
@@ -401,6 +401,48 @@ def test_prefetch_serves_most_decode_experts_and_keeps_logits_exact(stores):
     # 2 prompts x 5 decode steps x 2 MoE layers x top-2 = 40 decode activations, each predicted
     # from the layer before (the first layer from the previous step's last one)
     assert on["prefetched"] >= 30 and on["prefetch_precision"] > 0.8
+
+
+@pytest.mark.parametrize("family", ["qwen", "deepseek"])
+@pytest.mark.parametrize("wrong", [False, True])
+def test_the_next_tokens_first_layers_are_computed_ahead_once(stores, monkeypatch, family,
+                                                              wrong):
+    """After its last MoE layer the model runs the next token's layers up to the first MoE
+    layer's attention (deepseek: a dense layer before it) for the LM head's guess; the next
+    step adopts them when the guess is right, so they run once per token, and recomputes them
+    when it is wrong (forced here): the logits are exact either way."""
+    _, store_dir = stores[family]
+    store = Store(store_dir)
+    first = store.config.moe_layers[0]
+    with Engine(store, EngineSettings(mode="memory")) as engine:
+        reference = engine.generate("Hello there", 6).logits
+    adopted, attentions = [], []
+    adopt = Speculation.adopt
+    monkeypatch.setattr(Speculation, "adopt",
+                        lambda self, cache: adopted.append(self.token) or adopt(self, cache))
+    settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
+                              full_ratio=0.5)
+    with Engine(store, settings) as engine:
+        model = engine.model
+        attention, speculate = model._attention, model._speculate
+
+        def count(layer, *args):
+            attentions.append(layer)
+            return attention(layer, *args)
+
+        def guess_wrong(residual):
+            x = speculate(residual)
+            model._speculation.token = (model._speculation.token + 1) % store.config.vocab_size
+            return x
+
+        model._attention = count
+        if wrong:
+            model._speculate = guess_wrong
+        logits = engine.generate("Hello there", 6).logits
+    assert all(torch.equal(a, b) for a, b in zip(logits, reference, strict=True))
+    # 1 prefill + 5 decode steps; a guess after each of the 6 forwards
+    assert attentions.count(first) == 1 + 6 + (5 - len(adopted))
+    assert (len(adopted) == 0) if wrong else (len(adopted) >= 3)
 
 
 @pytest.mark.parametrize("workers,decode_on", [(0, "process"), (0, "io"), (2, "io")])
