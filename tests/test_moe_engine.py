@@ -445,6 +445,18 @@ def test_the_next_tokens_first_layers_are_computed_ahead_once(stores, monkeypatc
     assert (len(adopted) == 0) if wrong else (len(adopted) >= 3)
 
 
+def test_a_guess_ahead_keeps_no_finished_generation_alive(stores):
+    """What the last step computed ahead for a token that never comes holds the generation's
+    cache weakly and only the layers it computed: nothing of a long context stays alive."""
+    _, store_dir = stores["deepseek"]
+    store = Store(store_dir)
+    with Engine(store, EngineSettings(memory_budget=0)) as engine:
+        engine.generate("Hello there", 3)
+        speculation = engine.model._speculation
+        assert speculation is not None and speculation.cache() is None
+        assert len(speculation.keys) == store.config.moe_layers[0] + 1 < store.config.num_layers
+
+
 @pytest.mark.parametrize("workers,decode_on", [(0, "process"), (0, "io"), (2, "io")])
 def test_a_wrong_prefetch_is_dropped_and_the_layer_still_gets_its_experts(stores, workers,
                                                                           decode_on):

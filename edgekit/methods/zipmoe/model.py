@@ -21,6 +21,7 @@ Computation is fp32; stored bf16 experts are widened at use.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
@@ -142,23 +143,29 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start: int,
 
 @dataclass
 class Speculation:
-    """The first MoE layer's input computed ahead for a guessed next token (``_speculate``)."""
+    """The first MoE layer's input computed ahead for a guessed next token (``_speculate``).
+    It holds only what it computed, and the cache it is for weakly, so a generation that has
+    ended keeps nothing alive through it."""
 
     token: int
-    cache: KVCache
+    cache: weakref.ref[KVCache]
     start: int
-    layer: int               # the first MoE layer: everything up to its attention is done
-    scratch: KVCache         # the cache's lists with the guessed token's keys and values
-    x: torch.Tensor          # the stream after that attention
+    keys: list[torch.Tensor]    # layers 0 .. the first MoE layer, with the token's keys
+    values: list[torch.Tensor]
+    x: torch.Tensor             # the stream after the first MoE layer's attention
+
+    @property
+    def layer(self) -> int:
+        """The first MoE layer: everything up to its attention is done."""
+        return len(self.keys) - 1
 
     def holds(self, ids: list[int], cache: KVCache, start: int) -> bool:
-        return ids == [self.token] and cache is self.cache and start == self.start
+        return ids == [self.token] and cache is self.cache() and start == self.start
 
     def adopt(self, cache: KVCache) -> torch.Tensor:
         """Put the guessed token's keys and values into ``cache``; the stream to resume from."""
-        for layer in range(self.layer + 1):
-            cache.keys[layer] = self.scratch.keys[layer]
-            cache.values[layer] = self.scratch.values[layer]
+        cache.keys[:len(self.keys)] = self.keys
+        cache.values[:len(self.values)] = self.values
         return self.x
 
 
@@ -187,7 +194,7 @@ class MoEModel:
         self.device = torch.device(device)
         self.w = {name: weights[name].to(self.device).float() for name in expected}
         self.lm_head = self.w.get("lm_head.weight", self.w["model.embed_tokens.weight"])
-        self._step: tuple[KVCache, int] | None = None  # the cache served, the next position
+        self._step: tuple[KVCache, int] | None = None  # in a forward: its cache, next position
         self._speculation: Speculation | None = None
 
     # -- attention ------------------------------------------------------------------------
@@ -372,16 +379,19 @@ class MoEModel:
         if max(ids) >= cfg.vocab_size:
             raise UsageError(f"token id {max(ids)} is outside the vocabulary ({cfg.vocab_size})")
         start = cache.length()
-        self._step = (cache, start + len(ids))
         speculation, self._speculation = self._speculation, None
         if speculation is not None and speculation.holds(ids, cache, start):
             x, begin = speculation.adopt(cache), speculation.layer  # its attention is done
         else:
             x, begin = self._embed(ids), None
-        for layer in range(begin or 0, cfg.num_layers):
-            if layer != begin:
-                x = self._attention_block(layer, x, cache, start)
-            x = self._ffn_block(layer, x)
+        self._step = (cache, start + len(ids))  # for _speculate, during this forward only
+        try:
+            for layer in range(begin or 0, cfg.num_layers):
+                if layer != begin:
+                    x = self._attention_block(layer, x, cache, start)
+                x = self._ffn_block(layer, x)
+        finally:
+            self._step = None
         x = rms_norm(x, w["model.norm.weight"], cfg.rms_norm_eps)
         return F.linear(x, self.lm_head)
 
@@ -417,5 +427,6 @@ class MoEModel:
         for layer in range(first):
             x = self._ffn_block(layer, self._attention_block(layer, x, scratch, start))
         x = self._attention_block(first, x, scratch, start)
-        self._speculation = Speculation(token, cache, start, first, scratch, x)
+        self._speculation = Speculation(token, weakref.ref(cache), start,
+                                        scratch.keys[:first + 1], scratch.values[:first + 1], x)
         return x
