@@ -25,10 +25,12 @@ from edgekit.exporters.artifact import (
 )
 from edgekit.exporters.reference import (
     REFERENCE_FILE,
+    VALIDATION_DRAWS,
     make_reference,
     make_spiking_net_fire,
     reference_record,
     save_reference,
+    validation_seeds,
 )
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_json
@@ -111,7 +113,8 @@ def _io_records(path: Path) -> tuple[list[dict], list[dict]]:
 
 def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
                   atol: float, rtol: float) -> ValidationReport:
-    """Run ONNX Runtime and PyTorch on the entry's example inputs at each batch size."""
+    """Run ONNX Runtime and PyTorch on ``VALIDATION_DRAWS`` draws of the entry's example
+    inputs at each batch size (``validation_seeds``)."""
     from edgekit.backends import OnnxRuntimeRunner
 
     task = source.entry.task
@@ -119,8 +122,8 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
     actual: dict[str, list[np.ndarray]] = {}
     reference: dict[str, list[np.ndarray]] = {}
     with OnnxRuntimeRunner(path, threads=1) as runner, torch.inference_mode():
-        for b in batches:
-            inputs = source.entry.example_inputs(batch=b, seed=b)
+        for size, seed in ((b, seed) for b in batches for seed in validation_seeds(b)):
+            inputs = source.entry.example_inputs(batch=size, seed=seed)
             feed = {n: t.numpy() for n, t in zip(input_names, inputs, strict=False)}
             ort_out = runner.infer(feed)
             torch_out = source.model(*inputs)
@@ -138,7 +141,8 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
                             for a, r in zip(actual[n], reference[n], strict=False)))
         raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
     return compare_outputs(flat_a, flat_r, atol, rtol, against="torch",
-                           inputs=f"entry example inputs, batch {', '.join(map(str, batches))}")
+                           inputs=f"entry example inputs, batch {', '.join(map(str, batches))}"
+                                  f" ({VALIDATION_DRAWS} draws each)")
 
 
 def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,

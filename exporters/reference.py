@@ -93,6 +93,26 @@ def make_reference(source: ModelSource, batch: int) -> Reference:
 FIRING_CALIBRATION_SAMPLES = 64
 
 
+# Draws of example inputs per batch size an ONNX export is validated at (onnx.validate_onnx).
+# One draw at batch 1 is a single sample, on which an untrained net may happen to be silent.
+VALIDATION_DRAWS = 3
+
+
+def validation_seeds(batch: int) -> list[int]:
+    """The example-input seeds an export validates a batch size on: ``batch`` (the one earlier
+    versions used), ``batch + 1000``, ..."""
+    return [batch + 1000 * draw for draw in range(VALIDATION_DRAWS)]
+
+
+def _judged_inputs(source: ModelSource) -> list[torch.Tensor]:
+    """The example inputs exports judge a net on: the reference's and the NIR check's (seed
+    ``REFERENCE_SEED``), and the ONNX validation's at batch 1 and at the dynamic batch 3."""
+    entry = source.entry
+    return [*entry.example_inputs(batch=1), *entry.example_inputs(batch=4),
+            *(x for b in (1, 3) for seed in validation_seeds(b)
+              for x in entry.example_inputs(batch=b, seed=seed))]
+
+
 def _silent(model: torch.nn.Module, *inputs: torch.Tensor) -> bool:
     """Whether the net's output is constant on any of ``inputs`` (one run each, from rest)."""
     return any(is_constant(model(x).numpy()) for x in inputs)
@@ -128,8 +148,7 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
         if norms:
             calibrate_batchnorm(source.model, [x])
             done = {"batchnorm": f"statistics calibrated on {where}, so that the net fires"}
-        elif not _silent(source.model, x, *source.entry.example_inputs(batch=1),
-                         *source.entry.example_inputs(batch=4)):
+        elif not _silent(source.model, x, *_judged_inputs(source)):
             functional.reset_net(source.model)  # it answers the data and the reference inputs
             return {"weights": "in memory, no checkpoint", "batchnorm": "none to calibrate"}
         else:
