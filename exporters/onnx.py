@@ -24,6 +24,7 @@ from edgekit.exporters.artifact import (
     task_record,
 )
 from edgekit.exporters.reference import (
+    DYNAMIC_VALIDATION_BATCHES,
     REFERENCE_FILE,
     VALIDATION_DRAWS,
     make_reference,
@@ -42,7 +43,6 @@ from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.onnx"
 MIN_OPSET, MAX_OPSET = 13, 23
-DYNAMIC_VALIDATION_BATCHES = (1, 3)
 
 
 def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, *,

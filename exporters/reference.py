@@ -93,7 +93,9 @@ def make_reference(source: ModelSource, batch: int) -> Reference:
 FIRING_CALIBRATION_SAMPLES = 64
 
 
-# Draws of example inputs per batch size an ONNX export is validated at (onnx.validate_onnx).
+# The batch sizes a dynamic-batch ONNX export is validated at (onnx.validate_onnx), and the
+# draws of example inputs per batch size.
+DYNAMIC_VALIDATION_BATCHES = (1, 3)
 # One draw at batch 1 is a single sample, on which an untrained net may happen to be silent.
 VALIDATION_DRAWS = 3
 
@@ -106,10 +108,10 @@ def validation_seeds(batch: int) -> list[int]:
 
 def _judged_inputs(source: ModelSource) -> list[torch.Tensor]:
     """The example inputs exports judge a net on: the reference's and the NIR check's (seed
-    ``REFERENCE_SEED``), and the ONNX validation's at batch 1 and at the dynamic batch 3."""
+    ``REFERENCE_SEED``), and the ONNX validation's at the dynamic batches (batch 1 included)."""
     entry = source.entry
     return [*entry.example_inputs(batch=1), *entry.example_inputs(batch=4),
-            *(x for b in (1, 3) for seed in validation_seeds(b)
+            *(x for b in DYNAMIC_VALIDATION_BATCHES for seed in validation_seeds(b)
               for x in entry.example_inputs(batch=b, seed=seed))]
 
 

@@ -410,7 +410,7 @@ class ZipMoEExperts:
         self.prefetched: dict[Key, _ExpertJob] = {}  # reads started for the next layer
         # the predictor's last guess per (layer, late), and how often each rank proved right
         self.predictions: dict[tuple[int, bool], list[int]] = {}
-        self.guesses = {late: GuessRecord(cfg.moe_layers, cfg.top_k) for late in (False, True)}
+        self.guesses = self._fresh_guesses()
         try:
             if not threads:
                 self._start_decoder(cfg)
@@ -502,8 +502,7 @@ class ZipMoEExperts:
         self.stats = ExpertStats()
         self._cpu_base += stats.io_cpu_s if self.decoder is not None else 0.0
         self.predictions.clear()
-        self.guesses = {late: GuessRecord(self.store.config.moe_layers, self.store.config.top_k)
-                        for late in self.guesses}
+        self.guesses = self._fresh_guesses()
         self.reader.stats.reset()
 
     # -- profiling d_dec and d_sm on this device ---------------------------------------------
@@ -790,6 +789,11 @@ class ZipMoEExperts:
             self._read_job(job)
         self._drain()
         self.stats.io_cpu_s += time.thread_time() - t0
+
+    def _fresh_guesses(self) -> dict[bool, GuessRecord]:
+        """Empty records of the early (False) and the late (True) guesses."""
+        cfg = self.store.config
+        return {late: GuessRecord(cfg.moe_layers, cfg.top_k) for late in (False, True)}
 
     def _rank_pays(self, layer: int, rank: int, late: bool) -> bool:
         """Whether one token's guesses of this rank for this layer (early or late ones) are
