@@ -14,6 +14,7 @@ from edgekit.methods.wifi_mamba.ssm import (
     chunked_scan,
     cross,
     dual_selective_scan,
+    fused_applies,
     reference_scan,
     scan_constants,
     step_scan,
@@ -77,6 +78,52 @@ def test_chunked_scan_matches_the_plain_loop():
         (y_a.square().sum() + y_p.sum() + h.sum()).backward(inputs=[w_])
         grads.append(w_.grad)
     torch.testing.assert_close(grads[1], grads[0], atol=1e-4, rtol=1e-4)
+
+
+@torch.no_grad()
+def test_fused_kernel_matches_the_plain_loop_and_the_closed_form():
+    """The compiled scan against the tensor-operation loop at lengths the loop and the chunked
+    scan take (one packet up to 163), batch 2, a carried state and a non-zero coupling; and
+    against the closed form, so the two scans do not merely agree with each other."""
+    for seq in (1, 7, 20, 163):
+        ssm_a, ssm_p, pa, pp, w, h0 = _streams(seq, seq=seq)
+        loop = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0, chunk=seq)
+        fused = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0, fused=True)
+        for got, want in zip(fused, loop, strict=True):
+            torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    ssm_a, ssm_p, pa, pp, w, h0 = _streams(0)
+    decay, _, drive, kappa = _terms(ssm_a, ssm_p, pa, pp, w)
+    states = reference_scan(decay, kappa, drive, h0.transpose(-1, -2))
+    c, u = torch.stack([pa[4], pp[4]], 2), torch.stack([pa[0], pp[0]], 2)
+    want = torch.einsum("blsne,blsn->blse", states, c) + torch.stack([ssm_a.D, ssm_p.D]) * u
+    y_a, y_p, h = dual_selective_scan(pa, pp, ssm_a, ssm_p, w, h0, fused=True)
+    torch.testing.assert_close(torch.stack([y_a, y_p], 2), want, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(h, states[:, -1].transpose(-1, -2), atol=1e-5, rtol=1e-4)
+
+
+def test_fused_kernel_runs_only_for_eager_inference():
+    """Autograd and an exporter's trace need the tensor-operation scan; eager inference on a CPU
+    takes the kernel, and a model gives the same poses either way."""
+    t = torch.zeros(2)
+    assert not fused_applies(t)  # gradients enabled
+    with torch.no_grad():
+        assert fused_applies(t) and not fused_applies(t.double())
+        seen = []  # traced without gradients, as exporters trace
+        torch.jit.trace(lambda x: (seen.append(fused_applies(x)), x + 1)[1], t,
+                        check_trace=False)
+        assert seen == [False]
+    torch.manual_seed(0)
+    model = create_model("wifi-mamba").eval()
+    for block in model.blocks:
+        block.coupling.data.normal_(0, 0.5)
+    x = torch.randn(2, 2, 270, 30)
+    with torch.inference_mode():
+        fused = model(x)
+        for block in model.blocks:
+            block.fused = False
+        unfused = model(x)
+    for got, want in zip(fused, unfused, strict=True):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 
 
 def test_chunked_scan_refuses_a_ragged_length():

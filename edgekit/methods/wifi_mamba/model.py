@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from edgekit.methods.wifi_mamba.blocks import DecoderLayer, InputNorm, PoseHead
-from edgekit.methods.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan
+from edgekit.methods.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, fused_applies
 
 PAPER = "Quang-Anh N. D. and Kok-Seng Wong, WiFi-Mamba (ICML 2026)"
 
@@ -50,9 +50,12 @@ class DualSSMBlock(nn.Module):
     """Pre-norm residual block holding both streams' SSMs and their coupling.
 
     ``chunk``: packets per chunk of the scan (None: picked from the length, ``ssm.chunk_size``;
-    at least the length: the plain loop). Only speed depends on it."""
+    at least the length: the plain loop); ``fused``: whether inference runs the compiled scan
+    kernel (None: wherever ``ssm.fused_applies``, i.e. eager inference on a CPU; never under
+    autograd or an exporter's trace). Only speed depends on them."""
 
     chunk: int | None = None
+    fused: bool | None = None
 
     def __init__(self, cfg: WiFiMambaConfig) -> None:
         super().__init__()
@@ -71,8 +74,9 @@ class DualSSMBlock(nn.Module):
             h = pa[0].new_zeros(xa.shape[0], 2, self.ssm_a.d_inner, self.ssm_a.d_state)
         else:
             h = torch.sigmoid(self.memory_gate) * h  # (B, 2, E, N)
+        fused = self.fused if self.fused is not None else fused_applies(h, self.coupling)
         y_a, y_p, h = dual_selective_scan(pa, pp, self.ssm_a, self.ssm_p, self.coupling, h,
-                                          self.chunk)
+                                          self.chunk, fused)
         y_a = y_a * torch.nn.functional.silu(pa[1])  # gate z, as in Mamba
         y_p = y_p * torch.nn.functional.silu(pp[1])
         return xa + self.ssm_a.out_proj(y_a), xp + self.ssm_p.out_proj(y_p), h
