@@ -43,18 +43,28 @@ and the plain loop's step reworded (``step_scan``), the model runs 1.27-1.53x fa
 Runtime at 20-500 packets than with the (E, N) layout, and as fast on torch (0.94-1.01x;
 benchmarks/wifi_mamba_scan_ab.py).
 
-Nothing here is a fused kernel, and on ONNX Runtime's CPU provider that is what is left: the
-plain loop alone (splitting the terms into packets, six nodes a step, the states put back
-together) costs about 9.7 µs per packet and block here, half of WiFi-Mamba's time at 100
+Eager inference on a CPU runs the recurrence as one compiled kernel instead
+(``edgekit.kernels.wifi_mamba_scan``, ``dual_selective_scan(fused=True)``; WiFi-Mamba's blocks
+choose it wherever ``fused_applies``): one pass over the state per packet, no gradient, no
+trace. A graph can hold no such kernel, and on ONNX Runtime's CPU provider that is what is
+left: the plain loop alone (splitting the terms into packets, six nodes a step, the states put
+back together) costs about 9.7 µs per packet and block here, half of WiFi-Mamba's time at 100
 packets; with the terms themselves (whole-frame elementwise passes) and the model around the
 scan, WiFi-Mamba runs at 0.76-0.97x the transformer's speed at 50-200 packets (three 7-round
-runs), whose few matrix products run at GEMM speed. A log-depth (Hillis–Steele)
-scan over the 2x2 transitions was tried first and measured 3-5x slower than the plain loop at
-20-2000 packets: it multiplies the arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2:
-one decay per channel, so the state dimension becomes matrix products) would cut it, but
-changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
-cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
-(no flip) the same outputs bit for bit at 0.87-1.07x the speed; neither was kept.
+runs), whose few matrix products run at GEMM speed. ONNX Runtime's own recurrent kernels do not
+help (measured at 100 packets, one thread): its ``GRU``, which with an identity candidate
+activation ("Affine"), reset gate 1 and z = ā computes this recurrence (exactly only with all
+2,048 states as hidden units, the coupling as its recurrent weight matrix), took 4,500 µs a
+step so and 55-1,200 µs with the states split into batch rows, against the loop's 9.7; its
+``LinearAttention`` (ONNX opset 27, the "gated" rule is Mamba-1's diagonal recurrence, though
+not the coupling) 1.3 ms for two heads of 16 x 64 states and 8.3 ms for 128 heads of 16 x 1,
+against 0.97 ms for the loop. A log-depth (Hillis–Steele) scan over the 2x2 transitions was
+tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it multiplies the
+arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per channel, so the
+state dimension becomes matrix products) would cut it, but changes A; not done. Making each
+block of 10-50 packets' terms at a time (so they stay in cache) measured the same as whole-
+frame terms, and keeping the two streams as separate tensors (no flip) the same outputs bit for
+bit at 0.87-1.07x the speed; neither was kept.
 Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
 exported length) and returns the final states that the persistent memory carries.
 """
@@ -249,7 +259,8 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
     """Scan both streams over time with state coupling: y_a, y_p (B, L, E) and the final states
     (B, 2, E, N). ``a``/``p`` are the ``prepare`` outputs (u, z, Δ, B, C), ``h`` the initial
     states, ``chunk`` packets per chunk (None: ``chunk_size``; at least L: the plain loop);
-    ``fused``: the compiled kernel instead (``fused_scan``; inference only, any length).
+    ``fused``: the compiled kernel instead (``edgekit.kernels.wifi_mamba_scan``; inference
+    only, any length).
 
     The sequence is padded to whole chunks with Δ = 0, which makes ā = 1, κ = 0 and ΔBu = 0: a
     padded step carries the state through unchanged, so the final state is the last packet's."""
@@ -260,7 +271,7 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
     h = h.transpose(-1, -2)  # (B, 2, N, E) inside the scan (``transitions``)
     d_skip = torch.stack([ssm_a.D, ssm_p.D])
     if fused:
-        from edgekit.methods.wifi_mamba.fused_scan import fused_scan  # imports Numba (0.6 s)
+        from edgekit.kernels.wifi_mamba_scan import fused_scan  # imports Numba (0.6 s)
 
         y, h = fused_scan(dt, u, b, c, A, share, d_skip, h)
         h = h.transpose(-1, -2)

@@ -1,4 +1,4 @@
-"""The coupled dual-stream scan as one compiled CPU kernel, for inference in eager PyTorch.
+"""WiFi-Mamba's coupled dual-stream scan as one compiled CPU kernel, for eager inference.
 
 Unfused, the scan is six tensor operations per packet and block (``ssm.step_scan``), each on a
 (2, N, E) state of 2,048 floats: in eager torch about 18 µs a packet of dispatch overhead for
@@ -6,19 +6,27 @@ perhaps 1 µs of arithmetic, so at 20-200 packets the loop alone took about half
 time and left it slower than a transformer twelve times its size (benchmarks/README.md). Here the
 whole recurrence, its drive ΔBu, the read-out C · h and the skip D u run in one pass over the
 state per packet, as mamba-ssm's CUDA kernel does on a GPU (which neither CPU backend has),
-compiled by Numba on first use (about 2 s, then cached on disk).
+compiled by Numba on first use (about 2 s, then cached under ``$EDGEKIT_HOME/numba``).
 
-It computes what ``ssm.dual_selective_scan`` does, in the same order of operations per element
-(the step h ← ā (h - g) + g + ΔBu with g = tanh(W) ⊙ flip(h)); only the read-out's sums are
-added in another order (within about 1e-6 of the unfused scan, tested). It has no gradient and
-cannot be traced, so training and ONNX export keep the tensor-operation scan
-(``ssm.fused_applies`` says when a block may use this one).
+It computes what ``edgekit.methods.wifi_mamba.ssm.dual_selective_scan`` does (its reference),
+in the same order of operations per element (the step h ← ā (h - g) + g + ΔBu with g = tanh(W)
+⊙ flip(h)); only the read-out's sums are added in another order (within about 1e-6 of the
+unfused scan, tested). It has no gradient and cannot be traced, so training and ONNX export
+keep the tensor-operation scan (``ssm.fused_applies`` says when a block may use this one).
 """
 from __future__ import annotations
 
-import numba
-import numpy as np
-import torch
+import os
+
+from edgekit.paths import edgekit_home
+
+# Numba caches the compiled kernel beside this file, or in the user's cache where that is not
+# writable, and fails at import where neither is; edgekit's own cache folder is known to be usable.
+os.environ.setdefault("NUMBA_CACHE_DIR", str(edgekit_home() / "numba"))
+
+import numba  # noqa: E402 (reads NUMBA_CACHE_DIR when first imported)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 
 @numba.njit(cache=True, nogil=True, boundscheck=False)
