@@ -16,12 +16,15 @@ from edgekit.exporters.reference import VALIDATION_DRAWS
 from edgekit.registry import ExportSettings, all_names
 from edgekit.targets import load_model_source
 
-# The paper-size WiFi variants only change sizes of graphs their small variants export here, and
-# take a minute: `make test-all` runs them.
-PAPER_SIZE = ("wifi-mamba:full", "wifi-petr:paper")
+# Variants that only change the sizes of a graph another entry exports here (widths, depths,
+# VQ group counts; the paper-size WiFi models take a minute) run in `make test-all`; every
+# variant that changes what the graph computes (attention kind, VQ on or off, partitioning)
+# runs in `make test`.
+SIZE_ONLY = ("wifi-mamba:full", "wifi-petr:paper", "mlp:small", "mlp:large", "ds-cnn:tiny",
+             "ds-cnn:wide", "astra-vit:g1", "astra-vit:g4", "astra-vit:g32")
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in PAPER_SIZE
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in SIZE_ONLY
                                   else n for n in all_names()])
 def test_every_model_exports_and_validates(name, tmp_path):
     source = load_model_source(name)
