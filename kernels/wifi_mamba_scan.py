@@ -62,7 +62,7 @@ def fused_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tens
     initial state h (B, 2, N, E). The decay exp(Δ A) is made by torch for the whole frame at
     once (its vectorised exp; the kernel's own would be scalar)."""
     decay = torch.exp(dt.unsqueeze(-2) * A)
-    state = h.contiguous().clone()
+    state = h.clone(memory_format=torch.contiguous_format)
     y = torch.empty_like(u, memory_format=torch.contiguous_format)
     _scan(*(_array(t) for t in (decay, dt, u, b, c, d_skip, share)), state.numpy(), y.numpy())
     return y, state

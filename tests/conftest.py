@@ -19,6 +19,18 @@ if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault(_pool, "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def numba_cache(tmp_path_factory) -> Path:
+    """One Numba cache for the run's workers and the CLI processes they start (inherited), so
+    WiFi-Mamba's scan kernel is compiled once per run rather than once per process that meets
+    it (edgekit would otherwise cache it under each test's own EDGEKIT_HOME)."""
+    root = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        root = root.parent  # this run's folder, shared by its workers
+    os.environ.setdefault("NUMBA_CACHE_DIR", str(root / "numba-cache"))
+    return Path(os.environ["NUMBA_CACHE_DIR"])
+
+
 @pytest.fixture(autouse=True)
 def edgekit_home(tmp_path_factory, monkeypatch):
     home = tmp_path_factory.mktemp("edgekit-home")

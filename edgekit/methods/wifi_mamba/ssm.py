@@ -62,9 +62,9 @@ against 0.97 ms for the loop. A log-depth (Hillis–Steele) scan over the 2x2 tr
 tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it multiplies the
 arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per channel, so the
 state dimension becomes matrix products) would cut it, but changes A; not done. Making each
-block of 10-50 packets' terms at a time (so they stay in cache) measured the same as whole-
-frame terms, and keeping the two streams as separate tensors (no flip) the same outputs bit for
-bit at 0.87-1.07x the speed; neither was kept.
+block of 10-50 packets' terms at a time (so they stay in cache) measured the same as
+whole-frame terms, and keeping the two streams as separate tensors (no flip) the same outputs
+bit for bit at 0.87-1.07x the speed; neither was kept.
 Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
 exported length) and returns the final states that the persistent memory carries.
 """
