@@ -9,7 +9,7 @@ deadline (the timeout plus start-up grace) ends anything else.
 
 SIGTERM to the launcher is handled like Ctrl-C: it raises ``Terminated`` (a KeyboardInterrupt),
 so the ranks are stopped and the ``edgekit-astra-*`` temporary folder removed before the CLI
-exits 143. A rank that is still running when its peers gave up on it (stopped with SIGSTOP,
+exits 143; while a rank is being started it (and Ctrl-C) waits until that rank is recorded. A rank that is still running when its peers gave up on it (stopped with SIGSTOP,
 or stuck) is named first after any rank that failed on its own: it is what the others waited for.
 """
 from __future__ import annotations
@@ -131,6 +131,29 @@ def _sigterm_interrupts():
         signal.signal(signal.SIGTERM, previous)
 
 
+@contextlib.contextmanager
+def _signals_held():
+    """SIGTERM and Ctrl-C held back while one rank is started, then raised as usual: raised
+    inside ``Popen`` after the child exists, they would leave that rank out of the list of
+    processes the ``finally`` stops, running on after the launcher (seen under load, when the
+    signal came while the last rank was being started)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    came: list[int] = []
+    held = (signal.SIGTERM, signal.SIGINT)
+    previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in held}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if came:
+        signal.raise_signal(came[0])  # the usual handler: Terminated or KeyboardInterrupt
+
+
 def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
            echo: Any = None) -> dict[str, Any]:
     """Run ``spec`` on ``world_size`` local processes; returns rank 0's result document.
@@ -157,9 +180,10 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
                            OMP_NUM_THREADS=str(spec.threads))
                 # rank 0's output is the progress; the others' would only repeat it
-                procs.append(subprocess.Popen(
-                    argv, env=env, stderr=subprocess.STDOUT, text=True,
-                    stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
+                with _signals_held():
+                    procs.append(subprocess.Popen(
+                        argv, env=env, stderr=subprocess.STDOUT, text=True,
+                        stdout=subprocess.DEVNULL if rank else subprocess.PIPE))
             codes = _watch(procs, workdir, time.monotonic() + limit, echo)
             stopped = frozenset(r for r, p in enumerate(procs)
                                 if p.poll() is None and _stopped(p))
