@@ -7,10 +7,11 @@ peer, a timeout), terminates whoever is left, and raises ``RankFailed`` naming e
 happened. Every wait is bounded: the workers' collective timeout ends a hang, and the launcher's own
 deadline (the timeout plus start-up grace) ends anything else.
 
-SIGTERM to the launcher is handled like Ctrl-C: it raises ``Terminated`` (a KeyboardInterrupt),
-so the ranks are stopped and the ``edgekit-astra-*`` temporary folder removed before the CLI
-exits 143; while a rank is being started it (and Ctrl-C) waits until that rank is recorded. A rank that is still running when its peers gave up on it (stopped with SIGSTOP,
-or stuck) is named first after any rank that failed on its own: it is what the others waited for.
+SIGTERM to the launcher is handled like Ctrl-C: it raises ``Terminated`` (a KeyboardInterrupt), so
+the ranks are stopped and the ``edgekit-astra-*`` temporary folder removed before the CLI exits
+143; while a rank is being started it (and Ctrl-C) waits until that rank is recorded. A rank that
+is still running when its peers gave up on it (stopped with SIGSTOP, or stuck) is named first after
+any rank that failed on its own: it is what the others waited for.
 """
 from __future__ import annotations
 
