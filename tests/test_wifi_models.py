@@ -7,6 +7,7 @@ import torch
 
 from edgekit.errors import UnknownNameError
 from edgekit.exporters.onnx import export_graph
+from edgekit.flops import model_cost
 from edgekit.methods.wifi_mamba.model import WiFiMamba
 from edgekit.methods.wifi_mamba.ssm import (
     SelectiveSSM,
@@ -124,6 +125,20 @@ def test_fused_kernel_runs_only_for_eager_inference():
         unfused = model(x)
     for got, want in zip(fused, unfused, strict=True):
         torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    # a dispatch mode (the FLOP counter) sees tensor operations only: no kernel, no shifted conv,
+    # so a model's FLOPs do not depend on which path inference takes
+    for block in model.blocks:
+        block.fused = None
+    counted = model_cost(model, (x,)).flops
+    for block in model.blocks:
+        block.fused = False
+    assert model_cost(model, (x,)).flops == counted
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        assert not fused_applies(t)
+        model.blocks[0].ssm_a.causal_conv(torch.randn(1, 30, model.blocks[0].ssm_a.d_inner))
+    assert counter.get_total_flops() > 0  # counted as the convolution, not as multiply-adds
 
 
 def test_chunked_scan_refuses_a_ragged_length():

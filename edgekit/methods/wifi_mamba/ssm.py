@@ -112,9 +112,10 @@ class SelectiveSSM(nn.Module):
         shifted multiply-adds over the channels-last sequence (``self.conv``'s weights, the same
         result): oneDNN took 140-290 µs per call for this 64-channel, 4-tap convolution, the
         shifts 60-120 µs at 20-100 packets. A traced graph keeps the one Conv node, which ONNX
-        Runtime runs 0-3 % faster than the shifts (7 alternated rounds at 20-200 packets)."""
+        Runtime runs 0-3 % faster than the shifts (7 alternated rounds at 20-200 packets), and so
+        does a dispatch mode (the FLOP counter counts a convolution, not multiply-adds)."""
         seq, taps = u.shape[1], self.conv.kernel_size[0]
-        if torch.jit.is_tracing() or torch.compiler.is_compiling():
+        if not eager():
             return self.conv(u.transpose(1, 2))[..., :seq].transpose(1, 2)
         weight = self.conv.weight[:, 0].t()  # (K, E)
         padded = F.pad(u, (0, 0, taps - 1, 0))
@@ -244,10 +245,20 @@ def chunked_scan(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Te
     return torch.cat(ys, 2).flatten(1, 2), state[:, -1, 0]
 
 
+def eager() -> bool:
+    """Whether operations run as themselves: not traced or compiled (ONNX export,
+    torch.compile) and under no dispatch mode (``FlopCounterMode`` and the like), which see only
+    tensor operations, so the eager-only fast paths here would hide work from them."""
+    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
+
+    return not (torch.jit.is_tracing() or torch.compiler.is_compiling()
+                or is_in_torch_dispatch_mode())
+
+
 def fused_applies(*tensors: torch.Tensor) -> bool:
-    """Whether the kernel may replace the tensor-operation scan here: no gradient wanted, not
-    being traced or compiled (ONNX export, torch.compile), float32 tensors in CPU memory."""
-    if torch.is_grad_enabled() or torch.jit.is_tracing() or torch.compiler.is_compiling():
+    """Whether the kernel may replace the tensor-operation scan here: no gradient wanted,
+    ``eager()``, float32 tensors in CPU memory."""
+    if torch.is_grad_enabled() or not eager():
         return False
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
