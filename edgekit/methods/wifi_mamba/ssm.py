@@ -75,6 +75,7 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 SINGLE_CHUNK = 150  # up to this many packets the scan is one chunk: the plain loop
 
@@ -249,8 +250,6 @@ def eager() -> bool:
     """Whether operations run as themselves: not traced or compiled (ONNX export,
     torch.compile) and under no dispatch mode (``FlopCounterMode`` and the like), which see only
     tensor operations, so the eager-only fast paths here would hide work from them."""
-    from torch.utils._python_dispatch import is_in_torch_dispatch_mode
-
     return not (torch.jit.is_tracing() or torch.compiler.is_compiling()
                 or is_in_torch_dispatch_mode())
 

@@ -112,13 +112,19 @@ def _failure(workdir: Path, procs: list[subprocess.Popen], codes: list[int | Non
     return "; ".join(_rank_report(workdir, r, codes[r], r in stopped) for r in own + stuck + rest)
 
 
+def _main_thread() -> bool:
+    """Signal handlers can only be installed from the main thread (the CLI's; not a library
+    caller's worker thread, where the default actions stay)."""
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
 @contextlib.contextmanager
 def _sigterm_interrupts():
     """While the ranks run, SIGTERM raises ``Terminated`` in the main thread, so the ``finally``
     blocks stop the ranks and remove the temporary folder (the default action would not)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         yield
         return
 
@@ -138,9 +144,7 @@ def _signals_held():
     inside ``Popen`` after the child exists, they would leave that rank out of the list of
     processes the ``finally`` stops, running on after the launcher (seen under load, when the
     signal came while the last rank was being started)."""
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
+    if not _main_thread():
         yield
         return
     came: list[int] = []
