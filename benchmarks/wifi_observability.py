@@ -1,15 +1,20 @@
-"""Does the simulated CSI carry pose? Probes on the former and the current simulator.
+"""Does the simulated CSI carry pose? Probes on both body models and both protocols.
 
 Before a model is trained, a regressor on the preprocessed CSI (``csi.preprocess``, what the
 models see, or fixed physical features of it) predicts body yaw, the higher wrist's height, the
 right ankle's signed swing, the stride (the ankles' distance along the forward axis) and the hip
-position from single-person frames (``edgekit.methods.wifi_mamba.observability``). Both
-simulators render the same people and motions from the same seeds: ``points`` (the former one,
-``simulator.POINTS``: a point scatterer per keypoint, no shadowing, packets over 19 ms) and
-``physical`` (the default, ``simulator.PHYSICAL``: bones as cylinders with orientation-dependent
-returns, body shadowing, packets over the whole 100 ms frame).
+position from single-person frames (``edgekit.methods.wifi_mamba.observability``). The walking
+simulators render the same people and motions from the same seeds: ``points`` (the built-in
+dataset's, ``simulator.POINTS``: a point scatterer per keypoint, no shadowing, packets over
+19 ms) and ``physical`` (opt-in, ``simulator.PHYSICAL``: bones as cylinders with
+orientation-dependent returns, body shadowing, packets over the whole 100 ms frame), both with
+people walking across the area, and ``station`` (point scatterers, one person acting on a mark,
+``simulator.Station``).
+``speckle``: the wrist-height probe on the station protocol as the person sways further off the
+mark (``SWAYS_M``) or is drawn from a pool of body sizes (``SIZE_POOLS``), which says how
+densely training frames would have to cover place and size for limb pose to be learnt.
 Feature sets: ``raw``, ``doppler`` and ``spectrum`` (``observability.features``); regressors:
-ridge on every set, 10 nearest neighbours on the two spectra. Training and held-out frames come
+ridge and 10 nearest neighbours on every set. Training and held-out frames come
 from different seeds (other people, other motions). Each round uses its own seeds; the table
 quotes medians over rounds. ``mirror bound``: PA-MPJPE of the body-frame template against the
 best guess that knows the true pose but not left from right (``observability.mirror_bound``).
@@ -32,20 +37,27 @@ import numpy as np
 from common import markdown_table, median, write_result
 
 from edgekit.methods.wifi_mamba.csi import JOINT_NAMES, denoise_amplitude, preprocess
-from edgekit.methods.wifi_mamba.observability import mirror_bound, probe
+from edgekit.methods.wifi_mamba.observability import REGRESSORS, mirror_bound, probe
 from edgekit.methods.wifi_mamba.simulator import (
     PHYSICAL,
     POINTS,
     WAVELENGTH,
     Geometry,
     Impairments,
+    Station,
     simulate_dataset,
 )
 
 FRAMES = 8
-SIMULATORS = {"points": POINTS, "physical": PHYSICAL}
-PROBES = (("raw", "ridge"), ("doppler", "ridge"), ("doppler", "knn"), ("spectrum", "ridge"),
-          ("spectrum", "knn"))
+# name: (body, impairments, protocol); None is 1-3 people walking, here one
+SIMULATORS = {"points": (*POINTS, None), "physical": (*PHYSICAL, None),
+              "station": (*POINTS, Station())}
+# what a pose looks like in the CSI, as the person moves off the mark or is another size: the
+# station protocol with the sway (per axis) or the pool of body sizes below, no yaw jitter
+SWAYS_M = (0.0, 0.01, 0.03, 0.1, 0.3)
+SIZE_POOLS = ((1.0,), (0.98, 1.0, 1.02), (0.94, 0.98, 1.02, 1.06), (0.88, 0.95, 1.02, 1.1))
+PROBES = tuple((kind, regressor) for kind in ("raw", "doppler", "spectrum")
+               for regressor in ("ridge", "knn"))
 METRICS = ("yaw_error_deg", "position_r2", "wrist_height_r2", "ankle_swing_r2", "stride_r2")
 BOUND = ("template_pa_mpjpe_mm", "coin_pa_mpjpe_mm", "blind_pa_mpjpe_mm")
 PARTS = {"torso": ("neck", "r_shoulder", "l_shoulder", "r_hip", "l_hip"),
@@ -91,6 +103,27 @@ def physics(seed: int = 0, sequences: int = 60) -> dict:
                                                                   / (still ** 2).sum())}
 
 
+def speckle(train_sequences: int, test_sequences: int, seed: int) -> list[dict]:
+    """Wrist-height R² (raw CSI, ridge and 10 nearest neighbours) on the station protocol as the
+    sway grows (one body size) and as the pool of body sizes widens (1-3 cm of sway)."""
+    cases = [(f"sway {s * 100:g} cm", Station(sway_m=(s, s), yaw_jitter_deg=0.0))
+             for s in SWAYS_M]
+    cases += [(f"sizes {', '.join(f'{x:g}' for x in pool)}", Station(scales=pool))
+              for pool in SIZE_POOLS[1:]]
+    out = []
+    for label, station in cases:
+        train = simulate_dataset(train_sequences, FRAMES, seed=seed, station=station)
+        test = simulate_dataset(test_sequences, FRAMES, seed=10_000 + seed, station=station)
+        x_train, x_test = preprocess(train.csi), preprocess(test.csi)
+        row = {"case": label}
+        for regressor in REGRESSORS:
+            row[regressor] = probe(x_train, train.keypoints[:, 0], x_test, test.keypoints[:, 0],
+                                   "raw", regressor)["wrist_height_r2"]
+        print("speckle", row, flush=True)
+        out.append(row)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1, help="independent seeds")
@@ -105,12 +138,12 @@ def main() -> None:
     bounds: dict[str, list[dict[str, float]]] = {s: [] for s in SIMULATORS}
     sim_seconds: dict[str, list[float]] = {s: [] for s in SIMULATORS}
     for r in range(args.rounds):
-        for name, (body, imp) in SIMULATORS.items():
+        for name, (body, imp, station) in SIMULATORS.items():
             t0 = time.perf_counter()
             train = simulate_dataset(args.train_sequences, FRAMES, seed=r, persons=(1,),
-                                     body=body, imp=imp)
+                                     body=body, imp=imp, station=station)
             test = simulate_dataset(args.test_sequences, FRAMES, seed=10_000 + r, persons=(1,),
-                                    body=body, imp=imp)
+                                    body=body, imp=imp, station=station)
             sim_seconds[name].append(time.perf_counter() - t0)
             bounds[name].append(mirror_bound(train.keypoints[:, 0], test.keypoints[:, 0]))
             x_train, x_test = preprocess(train.csi), preprocess(test.csi)
@@ -132,8 +165,13 @@ def main() -> None:
     bound_table = markdown_table(
         ["simulator", "template PA-MPJPE mm", "left/right coin", "left/right-blind best"],
         [[s] + [f"{bound_summary[s][m]:.1f}" for m in BOUND] for s in SIMULATORS])
+    speckle_rows = speckle(args.train_sequences, args.test_sequences, seed=0)
+    speckle_table = markdown_table(
+        ["station protocol", "wrist height R², ridge", "wrist height R², 10 neighbours"],
+        [[row["case"], f"{row['ridge']:.2f}", f"{row['knn']:.2f}"] for row in speckle_rows])
     print(table)
     print(bound_table)
+    print(speckle_table)
     write_result("wifi_observability", {
         "settings": {**vars(args), "frames_per_sequence": FRAMES, "persons": 1,
                      "phase": "per receiver (csi.preprocess)", "cpu_count": os.cpu_count()},
@@ -142,6 +180,7 @@ def main() -> None:
         "simulate_seconds": sim_seconds,
         "physics": physical_limits, "rounds": scores, "median": summary, "mirror_bound": bounds,
         "mirror_bound_median": bound_summary, "table": table, "mirror_bound_table": bound_table,
+        "speckle": speckle_rows, "speckle_table": speckle_table,
     })
 
 

@@ -19,7 +19,7 @@ from torch import nn
 
 from edgekit.data import Dataset, DatasetEntry, register_dataset
 from edgekit.methods.wifi_mamba.csi import N_ANT, N_PKT, N_RX, N_SUB, preprocess
-from edgekit.methods.wifi_mamba.simulator import PoseData, simulate_dataset
+from edgekit.methods.wifi_mamba.simulator import PoseData, Station, simulate_dataset
 from edgekit.registry import ModelEntry, TaskSpec
 
 if TYPE_CHECKING:
@@ -39,14 +39,18 @@ def _labels(data: PoseData) -> np.ndarray:
 
 
 def load_wifi_pose(train_sequences: int = 300, test_sequences: int = 60,
-                   seed: int = 0) -> Dataset:
-    """Held-out sequences use other people and motions (another seed) in the same room."""
-    train = simulate_dataset(train_sequences, FRAMES_PER_SEQUENCE, seed=seed)
-    test = simulate_dataset(test_sequences, FRAMES_PER_SEQUENCE, seed=seed + 10_000)
+                   seed: int = 0, station: Station | None = None) -> Dataset:
+    """Held-out sequences use other people and motions (another seed) in the same room;
+    ``station``: one person acting on a mark (``simulator.Station``) instead of 1-3 walkers."""
+    train = simulate_dataset(train_sequences, FRAMES_PER_SEQUENCE, seed=seed, station=station)
+    test = simulate_dataset(test_sequences, FRAMES_PER_SEQUENCE, seed=seed + 10_000,
+                            station=station)
     # the preprocessing is part of the data: cached checkpoints of the per-antenna phase era
     # must not be reused
+    protocol = "" if station is None else f":{station}"
     digest = hashlib.sha256(f"{DATASET_NAME}:{train_sequences}:{test_sequences}:{seed}:"
-                            f"{FRAMES_PER_SEQUENCE}:{PREPROCESSING}".encode()).hexdigest()[:12]
+                            f"{FRAMES_PER_SEQUENCE}:{PREPROCESSING}{protocol}".encode()
+                            ).hexdigest()[:12]
     return Dataset(DATASET_NAME, preprocess(train.csi), _labels(train), preprocess(test.csi),
                    _labels(test), digest)
 

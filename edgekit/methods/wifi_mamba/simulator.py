@@ -133,6 +133,33 @@ POINTS = (BodyModel(), Impairments())
 
 
 @dataclass(frozen=True)
+class Station:
+    """The in-place protocol: one person on a mark at the sensing area's centre, facing the far
+    receiver (within ``yaw_jitter_deg``), raising arms and lifting a knee while the body sways
+    by an amplitude drawn from ``sway_m`` (metres, per axis; quiet standing sways about 1 cm).
+    Each sequence's person is one of ``scales`` (body sizes, 1.0 = 1.75 m): by default one
+    person, the same in training and test, a per-user model.
+
+    Why it exists: a limb's pose is in the CSI as the interference of its paths with the rest of
+    the body's, whose phases turn once per 5.3 cm of path, so what a pose looks like in the CSI
+    changes completely when the person moves by a few centimetres or is a few per cent taller
+    (``benchmarks/wifi_observability.py`` measures both). Walkers of every size cross the whole
+    area, so no practical number of frames covers each spot and size with every pose; one person
+    on a mark is covered, as in the in-place protocols of WiFi-sensing datasets."""
+
+    sway_m: tuple[float, float] = (0.01, 0.03)
+    yaw_jitter_deg: float = 5.0
+    scales: tuple[float, ...] = (1.0,)
+
+    def __post_init__(self) -> None:
+        lo, hi = self.sway_m
+        if not (0 <= lo <= hi <= 0.5 and 0 <= self.yaw_jitter_deg <= 180 and self.scales
+                and all(0.5 <= s <= 1.5 for s in self.scales)):
+            raise ValueError(f"a station needs 0 <= sway_m[0] <= sway_m[1] <= 0.5 m, a yaw jitter "
+                             f"in [0, 180] degrees and body scales in [0.5, 1.5]; got {self}")
+
+
+@dataclass(frozen=True)
 class PoseData:
     """Frames of simulated (or loaded) CSI with their labels."""
 
@@ -164,6 +191,7 @@ class _Walker:
         self.geo = geo
 
     def step(self, dt: float) -> None:
+        self.gait_phase += 2 * np.pi * self.gait_hz * dt
         self.pos = self.pos + self.vel * dt
         for i, (lo, hi) in enumerate((self.geo.area_x, self.geo.area_y)):
             if not lo <= self.pos[i] <= hi:
@@ -184,18 +212,69 @@ class _Walker:
             local[:, knee, 1] -= sign * 0.15 * s[:, 0]
             local[:, ankle, 1] -= sign * 0.30 * s[:, 0]
         if self.raise_amp:
-            lift = self.raise_amp * 0.5 * (1 - np.cos(2 * np.pi * self.raise_hz * t
-                                                      + self.gait_phase))
-            elbow, wrist = _ARM["r" if self.raise_side == 0 else "l"]
-            local[:, elbow, 2] += 0.25 * lift
-            local[:, wrist, 2] += 0.65 * lift
-            local[:, wrist, 1] += 0.2 * lift
-        c, sn = np.cos(self.yaw), np.sin(self.yaw)
-        # body forward axis f -> heading (c, sn); lateral u -> (sn, -c)
-        x = local[..., 0] * sn + local[..., 1] * c
-        y = -local[..., 0] * c + local[..., 1] * sn
+            _raise_arm(local, "r" if self.raise_side == 0 else "l",
+                       _lift(self.raise_amp, self.raise_hz, self.gait_phase, t))
         centre = self.pos[None, :] + self.vel[None, :] * t[:, None]  # (T, 2)
-        return np.stack([x + centre[:, :1], y + centre[:, 1:], local[..., 2]], axis=-1)
+        return _to_world(local, self.yaw, centre)
+
+
+class _Stander:
+    """One person acting on a marked spot (``Station``): each arm raised or not, a knee lifted
+    or not, each at its own pace, while the body sways a little about the mark."""
+
+    def __init__(self, rng: np.random.Generator, mark: np.ndarray, station: Station) -> None:
+        self.mark, self.clock = mark, 0.0
+        self.yaw = np.pi / 2 + np.radians(rng.uniform(-1, 1) * station.yaw_jitter_deg)
+        self.scale = station.scales[rng.integers(len(station.scales))]
+        self.sway = rng.uniform(*station.sway_m, 2)
+        self.sway_hz, self.sway_phase = rng.uniform(0.1, 0.3, 2), rng.uniform(0, 2 * np.pi, 2)
+        # (amplitude, pace, phase) per arm; amplitude 0 for an arm that stays down
+        self.arms = {side: (rng.uniform(0, 1) * (rng.random() < 0.7), rng.uniform(0.2, 0.6),
+                            rng.uniform(0, 2 * np.pi)) for side in ("r", "l")}
+        self.knee = ("r" if rng.integers(2) == 0 else "l", rng.uniform(0, 1)
+                     * (rng.random() < 0.4), rng.uniform(0.3, 0.8), rng.uniform(0, 2 * np.pi))
+
+    def step(self, dt: float) -> None:
+        self.clock += dt
+
+    def poses(self, t: np.ndarray) -> np.ndarray:
+        """(len(t), 14, 3) world keypoints at times ``t`` (s) after the current step."""
+        t = t + self.clock
+        local = np.repeat(_TEMPLATE[None] * self.scale, len(t), axis=0)  # (T, 14, 3)
+        for side, (amp, hz, phase) in self.arms.items():
+            if amp:
+                _raise_arm(local, side, _lift(amp, hz, phase, t))
+        side, amp, hz, phase = self.knee
+        if amp:  # up to the thigh level: knee forward and up, the shin hanging below it
+            lift = _lift(amp, hz, phase, t)
+            knee, ankle = _LEG[side]
+            local[:, knee, 1:] += 0.4 * lift[:, None]
+            local[:, ankle, 1] += 0.35 * lift
+            local[:, ankle, 2] += 0.4 * lift
+        angle = 2 * np.pi * self.sway_hz[None] * t[:, None] + self.sway_phase[None]
+        return _to_world(local, self.yaw, self.mark[None] + self.sway[None] * np.sin(angle))
+
+
+def _lift(amp: float, hz: float, phase: float, t: np.ndarray) -> np.ndarray:
+    """A raise from 0 to ``amp`` and back at ``hz``: (T,)."""
+    return amp * 0.5 * (1 - np.cos(2 * np.pi * hz * t + phase))
+
+
+def _raise_arm(local: np.ndarray, side: str, lift: np.ndarray) -> None:
+    """Raise one arm of body-frame skeletons (T, 14, 3) in place by ``lift`` (T,) in [0, 1]."""
+    elbow, wrist = _ARM[side]
+    local[:, elbow, 2] += 0.25 * lift
+    local[:, wrist, 2] += 0.65 * lift
+    local[:, wrist, 1] += 0.2 * lift
+
+
+def _to_world(local: np.ndarray, yaw: float, centre: np.ndarray) -> np.ndarray:
+    """Body-frame skeletons (T, 14, 3) facing ``yaw`` with their origin at ``centre`` (T, 2)."""
+    c, sn = np.cos(yaw), np.sin(yaw)
+    # body forward axis f -> heading (c, sn); lateral u -> (sn, -c)
+    x = local[..., 0] * sn + local[..., 1] * c
+    y = -local[..., 0] * c + local[..., 1] * sn
+    return np.stack([x + centre[:, :1], y + centre[:, 1:], local[..., 2]], axis=-1)
 
 
 def render_csi(keypoints: np.ndarray, geo: Geometry, imp: Impairments,
@@ -304,14 +383,19 @@ def _place(rng: np.random.Generator, n: int, geo: Geometry,
 
 def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
                       geo: Geometry = Geometry(), imp: Impairments = Impairments(),
-                      n_packets: int = N_PKT, body: BodyModel = BodyModel()
-                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Consecutive frames of 1..3 walking people: CSI ``(F, 3, 3, 30, n_packets)`` complex64 and
-    keypoints ``(F, 3, 14, 3)`` float32 (zero rows beyond ``n_persons``), labelled at each
-    frame's middle packet."""
+                      n_packets: int = N_PKT, body: BodyModel = BodyModel(),
+                      station: Station | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Consecutive frames of 1..3 walking people (or, with ``station``, one person acting on a
+    mark): CSI ``(F, 3, 3, 30, n_packets)`` complex64 and keypoints ``(F, 3, 14, 3)`` float32
+    (zero rows beyond ``n_persons``), labelled at each frame's middle packet."""
     if not 1 <= n_persons <= MAX_PERSONS:
         raise ValueError(f"n_persons must be 1..{MAX_PERSONS}, got {n_persons}")
-    walkers = [_Walker(rng, p, geo) for p in _place(rng, n_persons, geo)]
+    if station is None:
+        walkers = [_Walker(rng, p, geo) for p in _place(rng, n_persons, geo)]
+    elif n_persons == 1:
+        walkers = [_Stander(rng, np.array([np.mean(geo.area_x), np.mean(geo.area_y)]), station)]
+    else:
+        raise ValueError(f"the station protocol has one person, got {n_persons}")
     t = np.arange(n_packets) * imp.packet_interval_s
     csi = np.empty((n_frames, N_RX, N_ANT, CSI_SHAPE[2], n_packets), np.complex64)
     kpts = np.zeros((n_frames, MAX_PERSONS, N_KPT, 3), np.float32)
@@ -321,19 +405,23 @@ def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
         csi[f] = render_csi(np.concatenate(poses, axis=1), geo, imp, rng, body)
         for w in walkers:
             w.step(imp.frame_interval_s)
-            w.gait_phase += 2 * np.pi * w.gait_hz * imp.frame_interval_s
     return csi, kpts
 
 
 def simulate_dataset(n_sequences: int, frames_per_sequence: int, seed: int = 0,
                      persons: tuple[int, ...] = (1, 2, 3), geo: Geometry = Geometry(),
-                     imp: Impairments = Impairments(), body: BodyModel = BodyModel()) -> PoseData:
-    """``n_sequences`` sequences, person counts cycling through ``persons``."""
+                     imp: Impairments = Impairments(), body: BodyModel = BodyModel(),
+                     station: Station | None = None) -> PoseData:
+    """``n_sequences`` sequences, person counts cycling through ``persons`` (one person on a
+    mark with ``station``)."""
+    if station is not None:
+        persons = (1,)
     rng = np.random.default_rng(seed)
     csis, kpts, counts, seqs = [], [], [], []
     for s in range(n_sequences):
         n = persons[s % len(persons)]
-        c, k = simulate_sequence(frames_per_sequence, n, rng, geo, imp, body=body)
+        c, k = simulate_sequence(frames_per_sequence, n, rng, geo, imp, body=body,
+                                 station=station)
         csis.append(c)
         kpts.append(k)
         counts.append(np.full(frames_per_sequence, n, np.int64))
