@@ -20,7 +20,8 @@ sampling time offset τ, the linear slope that phase sanitisation removes), auto
 control g and thermal noise n.
 
 People walk (speed, heading, gait cycle with arm and leg swing, occasional arm raises) inside the
-sensing area and bounce off its borders; packets within a frame sample the motion (1 ms apart by
+sensing area and bounce off its borders (or, with ``Station``, one person raises arms and lifts a
+knee on a mark); packets within a frame sample the motion (1 ms apart by
 default; ``PHYSICAL`` spreads them 5 ms apart over the whole frame), so Doppler and micro-motion
 appear across the 20 packets; frames of one sequence are consecutive and labelled at their
 middle packet.
@@ -29,14 +30,16 @@ The body model is a choice (``BodyModel``): by default one point scatterer per k
 simulator has always rendered (the built-in dataset; ``POINTS`` names it); ``PHYSICAL`` renders
 bones as cylinders with orientation-dependent returns, the torso as an elliptic cylinder, and
 body shadowing, about 5x slower. What the CSI carries (``observability.py``,
-``benchmarks/wifi_observability.py``), in both: position, body yaw (walkers face where they
-walk; with phase sanitised per receiver the CSI ratio between antennas keeps the sign of their
-Doppler shift) and the size of the stride (the Doppler spread of the legs); not which leg is
-forward (a walker and its left-right mirror image move alike, so the signed ankle swing is not
-recoverable) nor the height of a raised wrist (all radios stand at 1 m, so raising a wrist by
-0.65 m lengthens its bistatic path by about one wavelength, under the 7.5 m delay resolution of
-40 MHz, and a slow raise makes almost no Doppler). Pose figures on this data therefore measure
-localisation, heading and gait, not limb pose.
+``benchmarks/wifi_observability.py``): with people walking, in both body models, position, body
+yaw (walkers face where they walk; with phase sanitised per receiver the CSI ratio between
+antennas keeps the sign of their Doppler shift) and the size of the stride (the Doppler spread
+of the legs), but for a probe not which leg is forward (a walker and its left-right mirror image
+move alike) nor the height of a raised wrist. Limb pose is in the CSI, as the interference of a
+limb's paths with the rest of the body's, but that changes completely over a few centimetres of
+place or a few per cent of body size, which 2,400 frames of walkers of every size cannot cover;
+in the in-place protocol (``Station``: one person on a mark) a ridge probe finds the wrist's
+height at R² 0.68. Pose figures on walkers therefore measure localisation, heading and gait, on
+the station limb pose.
 """
 from __future__ import annotations
 
