@@ -13,10 +13,12 @@ taken from the registry by name, so the script does not depend on their internal
 
 ``--protocol station`` simulates one person acting on a mark (``simulator.Station``), where
 limb pose is recoverable from the CSI, instead of 1-3 people walking across the area, where it is
-not (``benchmarks/wifi_observability.py``); results go to ``results/wifi_pose_station.json``.
+not (``benchmarks/wifi_observability.py``); results go to ``results/wifi_pose_station.json``
+(``--result NAME``: ``results/NAME.json``).
 
     python benchmarks/wifi_pose.py [--seeds 3] [--steps 400] [--train-sequences 300]
                                    [--test-sequences 60] [--threads T] [--protocol walk|station]
+                                   [--result NAME]
 """
 from __future__ import annotations
 
@@ -73,6 +75,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads")
     parser.add_argument("--protocol", choices=("walk", "station"), default="walk",
                         help="1-3 people walking (the built-in dataset) or one acting on a mark")
+    parser.add_argument("--result", default=None,
+                        help="results/NAME.json (default wifi_pose, wifi_pose_station)")
     args = parser.parse_args()
     for option in ("seeds", "steps", "train_sequences", "test_sequences"):
         if getattr(args, option) < 1:
@@ -115,7 +119,8 @@ def main() -> None:
     print(table)
     for k, v in every_seed.items():
         print(f"{'met' if v else 'NOT met'} on every seed: {k} (medians: {on_medians[k]})")
-    write_result("wifi_pose" if args.protocol == "walk" else "wifi_pose_station", {
+    default = "wifi_pose" if args.protocol == "walk" else "wifi_pose_station"
+    write_result(args.result or default, {
         "settings": {**vars(args), "models": list(MODELS), "cpu_count": os.cpu_count(),
                      "torch_threads": torch.get_num_threads()},
         "machine_load": {"loadavg_after": os.getloadavg()},
