@@ -121,3 +121,18 @@ def test_csi_depends_on_the_body():
     rng = lambda: np.random.default_rng(5)  # noqa: E731 (same offsets both times)
     a, b = render_csi(kpts, geo, imp, rng()), render_csi(moved, geo, imp, rng())
     assert np.abs(np.abs(a) - np.abs(b)).mean() > 1e-3 * np.abs(a).mean()
+
+
+def test_station_data_are_named_and_keyed_apart_from_the_walkers():
+    """Checkpoints record the dataset's name and digest: station data must not pass for the
+    built-in walkers, nor one station setting for another."""
+    from edgekit.methods.wifi_mamba.dataset import DATASET_NAME, STATION_NAME, load_wifi_pose
+    from edgekit.methods.wifi_mamba.simulator import Station
+
+    walk, station = load_wifi_pose(3, 1), load_wifi_pose(3, 1, station=Station())
+    other = load_wifi_pose(3, 1, station=Station(sway_m=(0.0, 0.0)))
+    assert (walk.name, station.name, other.name) == (DATASET_NAME, STATION_NAME, STATION_NAME)
+    assert station.name != walk.name
+    assert len({walk.digest, station.digest, other.digest}) == 3
+    assert station.x_train.shape[1:] == walk.x_train.shape[1:]
+    assert np.isnan(station.y_train[:, 1:]).all() and np.isfinite(station.y_train[:, 0]).all()

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 FRAMES_PER_SEQUENCE = 8
 DATASET_NAME = "wifi-pose-sim"
+STATION_NAME = "wifi-pose-sim:station"  # the same task, one person on a mark (``Station``)
 PREPROCESSING = "phase-per-receiver"
 
 
@@ -47,11 +48,11 @@ def load_wifi_pose(train_sequences: int = 300, test_sequences: int = 60,
                             station=station)
     # the preprocessing is part of the data: cached checkpoints of the per-antenna phase era
     # must not be reused
-    protocol = "" if station is None else f":{station}"
+    name, protocol = (DATASET_NAME, "") if station is None else (STATION_NAME, f":{station}")
     digest = hashlib.sha256(f"{DATASET_NAME}:{train_sequences}:{test_sequences}:{seed}:"
                             f"{FRAMES_PER_SEQUENCE}:{PREPROCESSING}{protocol}".encode()
                             ).hexdigest()[:12]
-    return Dataset(DATASET_NAME, preprocess(train.csi), _labels(train), preprocess(test.csi),
+    return Dataset(name, preprocess(train.csi), _labels(train), preprocess(test.csi),
                    _labels(test), digest)
 
 
