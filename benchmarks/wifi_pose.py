@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import time
 from typing import Any
 
@@ -81,6 +82,9 @@ def main() -> None:
     for option in ("seeds", "steps", "train_sequences", "test_sequences"):
         if getattr(args, option) < 1:
             parser.error(f"--{option.replace('_', '-')} must be at least 1")
+    if args.result is not None and not re.fullmatch(r"[A-Za-z0-9_-]+", args.result):
+        parser.error(f"--result {args.result!r}: a name of letters, digits, '_' and '-' "
+                     "(it becomes results/NAME.json)")
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()

@@ -151,7 +151,7 @@ def test_yaw_is_observable_with_per_receiver_phase_and_not_with_per_antenna_phas
 
 
 def test_station_keeps_one_person_on_its_mark_and_moves_their_limbs():
-    data = simulate_dataset(12, 8, seed=0, persons=(1, 2, 3), station=Station())
+    data = simulate_dataset(12, 8, seed=0, station=Station())
     kpts = data.keypoints[:, 0]
     assert (data.n_persons == 1).all() and not data.keypoints[:, 1:].any()
     hips = 0.5 * (kpts[:, 8, :2] + kpts[:, 11, :2])
@@ -175,6 +175,8 @@ def test_a_station_has_one_person():
 
     with pytest.raises(ValueError, match="one person, got 2"):
         simulate_sequence(2, 2, np.random.default_rng(0), station=Station())
+    with pytest.raises(ValueError, match="one person, got 2"):
+        simulate_dataset(2, 2, persons=(1, 2), station=Station())
 
 
 def test_wrist_height_is_in_the_csi_on_the_mark_and_lost_a_few_decimetres_off_it():

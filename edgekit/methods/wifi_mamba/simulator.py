@@ -412,13 +412,13 @@ def simulate_sequence(n_frames: int, n_persons: int, rng: np.random.Generator,
 
 
 def simulate_dataset(n_sequences: int, frames_per_sequence: int, seed: int = 0,
-                     persons: tuple[int, ...] = (1, 2, 3), geo: Geometry = Geometry(),
+                     persons: tuple[int, ...] | None = None, geo: Geometry = Geometry(),
                      imp: Impairments = Impairments(), body: BodyModel = BodyModel(),
                      station: Station | None = None) -> PoseData:
-    """``n_sequences`` sequences, person counts cycling through ``persons`` (one person on a
-    mark with ``station``)."""
-    if station is not None:
-        persons = (1,)
+    """``n_sequences`` sequences, person counts cycling through ``persons`` (default 1, 2, 3;
+    with ``station`` one person on a mark, and more is refused)."""
+    if persons is None:
+        persons = (1, 2, 3) if station is None else (1,)
     rng = np.random.default_rng(seed)
     csis, kpts, counts, seqs = [], [], [], []
     for s in range(n_sequences):
