@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 import zipfile
 import zlib
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -63,13 +63,24 @@ def _digest(*arrays: np.ndarray) -> str:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DatasetVariant:
+    """Another way to record a dataset's task (the same inputs, labels and metric), so models of
+    the task train and compare on it unchanged."""
+
+    loader: Callable[[], Dataset]
+    description: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class DatasetEntry:
-    """A named dataset and the task it defines; ``loader()`` builds it (cache it if it is slow)."""
+    """A named dataset and the task it defines; ``loader()`` builds it (cache it if it is slow).
+    ``variants``: other recordings of the same task, chosen as ``--data NAME:VARIANT``."""
 
     name: str
     task: TaskSpec
     loader: Callable[[], Dataset]
     description: str
+    variants: Mapping[str, DatasetVariant] = field(default_factory=dict)
 
 
 def _ensure_loaded() -> None:
@@ -82,6 +93,10 @@ _DATASETS: Registry[DatasetEntry] = Registry("dataset", load=_ensure_loaded)
 def register_dataset(entry: DatasetEntry) -> DatasetEntry:
     if entry.task.dataset != entry.name:
         raise ValueError(f"dataset '{entry.name}' owns a task of dataset '{entry.task.dataset}'")
+    for variant in entry.variants:
+        if not variant or ":" in variant:
+            raise ValueError(f"dataset '{entry.name}': variant name {variant!r} must be "
+                             "non-empty and hold no ':'")
     return _DATASETS.add(entry.name, entry)
 
 
@@ -136,7 +151,8 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
     if task.num_classes == 0:
         raise UsageError(f"{path}: .npz data holds classification labels, but models of "
                          f"'{task.dataset}' are scored by {task.metric}",
-                         hint="train and compare them on their built-in dataset (no --data)")
+                         hint="train and compare them on their built-in dataset: no --data"
+                              + _variants_hint(task))
     if not path.is_file():
         raise UsageError(f"data file {path} does not exist")
     hint = "save with numpy.savez(path, x=..., y=...)"
@@ -185,10 +201,30 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
 
 
 def load_dataset(task: TaskSpec, data: str | Path | None = None) -> Dataset:
-    """The entry's built-in dataset, or the user's ``.npz`` when ``data`` is given."""
-    if data is not None:
-        return load_npz(data, task)
-    return get_dataset(task.dataset).loader()
+    """The entry's built-in dataset; with ``data``, one of its variants (``NAME:VARIANT``) or
+    the user's ``.npz``."""
+    if data is None:
+        return get_dataset(task.dataset).loader()
+    variant = _named_variant(task, str(data))
+    return variant.loader() if variant is not None else load_npz(data, task)
+
+
+def _named_variant(task: TaskSpec, data: str) -> DatasetVariant | None:
+    """The variant that ``data`` names as ``DATASET:VARIANT`` of the task's own dataset; None
+    for anything else (a file). A file of that very name is still read as the file."""
+    name, sep, variant = data.partition(":")
+    if not sep or name != task.dataset or Path(data).exists():
+        return None
+    variants = get_dataset(task.dataset).variants
+    if variant not in variants:
+        known = ", ".join(f"{name}:{v}" for v in variants) or "none"
+        raise UsageError(f"--data {data}: dataset '{name}' has no variant '{variant}' "
+                         f"(variants: {known})")
+    return variants[variant]
+
+
+def _variants_hint(task: TaskSpec) -> str:
+    return "".join(f", or --data {task.dataset}:{v}" for v in get_dataset(task.dataset).variants)
 
 
 DIGITS = register_dataset(DatasetEntry(

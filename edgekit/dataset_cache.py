@@ -52,7 +52,8 @@ def cached_dataset(name: str, key: str, build: Callable[[], Dataset]) -> Dataset
     """The dataset ``name`` stored under ``key``, built by ``build()`` when there is no sound
     copy. A home folder that cannot be written to only costs the cache, never the data."""
     folder = edgekit_home() / FOLDER
-    path, record = folder / f"{name}-{key}.npz", folder / f"{name}-{key}.json"
+    stem = name.replace(":", "-")  # a variant's name (``wifi-pose-sim:station``) as a file name
+    path, record = folder / f"{stem}-{key}.npz", folder / f"{stem}-{key}.json"
     if path.exists() and record.exists():
         found = _read(path, record, name)
         if found is not None:
@@ -67,7 +68,7 @@ def cached_dataset(name: str, key: str, build: Callable[[], Dataset]) -> Dataset
         atomic_write_bytes(path, payload)
         atomic_write_json(record, {"sha256": hashlib.sha256(payload).hexdigest(),
                                    "digest": data.digest, "arrays": list(ARRAYS)})
-        _remove_other_versions(folder, name, key)
+        _remove_other_versions(folder, stem, key)
     return data
 
 

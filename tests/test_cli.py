@@ -157,3 +157,18 @@ def test_nir_export_from_the_cli(tmp_path):
     assert_one_line_error(refused, 2, "cannot be exported to NIR")
     assert not (tmp_path / "no").exists()
 
+
+
+def test_data_names_a_variant_of_the_models_own_dataset(tmp_path):
+    work, home = tmp_path / "work", tmp_path / "home"
+    work.mkdir()
+    proc = run("train", "wifi-petr", "--data", "wifi-pose-sim:nope", cwd=work, env_home=home)
+    assert_one_line_error(proc, 2, "has no variant 'nope'", "variants: wifi-pose-sim:station")
+    proc = run("train", "mlp", "--data", "digits:station", cwd=work, env_home=home)
+    assert_one_line_error(proc, 2, "has no variant 'station'", "variants: none")
+    # a file of that very name is the user's file, read as one (here: labels a pose model refuses)
+    np.savez(work / "d.npz", x=np.zeros((20, 2, 270, 20), np.float32), y=np.zeros(20, np.int64))
+    (work / "d.npz").rename(work / "wifi-pose-sim:station")
+    proc = run("train", "wifi-petr", "--data", "wifi-pose-sim:station", cwd=work, env_home=home)
+    assert_one_line_error(proc, 2, "scored by mpjpe_mm", "--data wifi-pose-sim:station")
+    assert os.listdir(work) == ["wifi-pose-sim:station"] and not home.exists()  # nothing written

@@ -75,3 +75,16 @@ def test_the_key_follows_the_code(tmp_path):
     before = source_digest([a, b])
     b.write_text("y = 3\n")
     assert source_digest([a, b]) != before
+
+
+def test_a_variant_is_kept_beside_its_dataset_under_a_file_safe_name(home):
+    folder = home / "datasets"
+    cached_dataset("sim", "k1", _builder([]))
+    calls = []
+    cached_dataset("sim:station", "k1", _builder(calls))
+    again = cached_dataset("sim:station", "k1", _builder(calls))
+    assert len(calls) == 1 and again.name == "sim:station"  # read back under its own name
+    cached_dataset("sim", "k2", _builder([]))  # a new version of the dataset...
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["sim-k2.json", "sim-k2.npz",  # ...replaces its own old copy only
+                     "sim-station-k1.json", "sim-station-k1.npz"]

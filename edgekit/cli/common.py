@@ -33,9 +33,10 @@ from edgekit.fileio import atomic_write_json
 from edgekit.progress import ProgressUpdate
 
 # Piped output (files, CI logs, the README's examples) gets a wide console instead of 80 columns,
-# so tables are not truncated.
-console = Console() if sys.stdout.isatty() else Console(width=160)
-err_console = Console(stderr=True)
+# so tables are not truncated. No emoji codes: a name such as "wifi-pose-sim:station:" would
+# print as one.
+console = Console(emoji=False) if sys.stdout.isatty() else Console(width=160, emoji=False)
+err_console = Console(stderr=True, emoji=False)
 
 
 
@@ -64,6 +65,12 @@ class OutputFile(click.Path):
 
 OUTPUT_FILE = OutputFile()
 JSON_FILE = OUTPUT_FILE
+
+# ``--data`` of every command that loads a model's dataset (edgekit.data.load_dataset)
+data_option = click.option(
+    "--data", type=click.Path(),
+    help="Your own .npz with arrays x and y, or a variant of the model's built-in dataset as "
+         "DATASET:VARIANT (wifi-pose-sim:station).")
 
 
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from edgekit.cli.common import (
     SECONDS,
     THREADS,
     console,
+    data_option,
     err_console,
     progress_bars,
     write_json,
@@ -97,7 +98,7 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.option("--sysfs-root", type=click.Path(exists=True, file_okay=False),
               help="Read the energy sensors under this folder instead of / (a container that "
                    "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")
-@click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@data_option
 @click.option("--precision", "precisions",
               help="Comma-separated precisions such as fp32,fp16,int8: one row per model and "
                    "precision, each an ONNX Runtime artifact made as 'edgekit export --to onnx "

@@ -16,6 +16,7 @@ from edgekit.cli.common import (
     THREADS,
     TIMESTEPS,
     console,
+    data_option,
     err_console,
     write_json,
 )
@@ -100,7 +101,7 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
 @click.option("--threads", type=THREADS,
               help="Profiler intra-op threads (default: all usable cores).")
 @click.option("--no-profile", is_flag=True, help="Skip the profiler's energy on --device.")
-@click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@data_option
 @click.option("--plot", "plot_path", type=OUTPUT_FILE,
               help="Write a per-layer bar plot (PNG).")
 @click.option("--json", "json_path", type=JSON_FILE,

@@ -12,6 +12,7 @@ from edgekit.cli.common import (
     SECONDS,
     SEED,
     console,
+    data_option,
     progress_bars,
     write_json,
 )
@@ -38,7 +39,7 @@ class _TrainCommand(click.Command):
 @click.command("train", cls=_TrainCommand)
 @click.argument("model")
 @click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")
-@click.option("--data", type=click.Path(), help="Your own .npz with arrays x and y.")
+@data_option
 @click.option("--seconds", type=SECONDS,
               help="Time budget for training; every model's trainer stops when it runs out.")
 @click.option("--seed", type=SEED, default=0, show_default=True)

@@ -4,7 +4,8 @@ Fits the existing ``Dataset`` without new fields: ``x`` is preprocessed CSI ``(F
 ``y`` holds keypoints ``(F, 3, 14, 3)`` in metres with NaN rows for absent persons (so the person
 count is implied), and frames come in sequences of ``FRAMES_PER_SEQUENCE`` consecutive frames.
 ``train_entry`` and ``evaluate_dataset`` are the entries' ``trainer`` and ``evaluator`` hooks.
-Importing registers the dataset ``wifi-pose-sim`` and its task (``WIFI_POSE``) with edgekit.data.
+Importing registers the dataset ``wifi-pose-sim`` and its task (``WIFI_POSE``) with edgekit.data,
+and its variant ``station`` (``--data wifi-pose-sim:station``: one person on a mark).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from edgekit.data import Dataset, DatasetEntry, register_dataset
+from edgekit.data import Dataset, DatasetEntry, DatasetVariant, register_dataset
 from edgekit.methods.wifi_mamba.csi import N_ANT, N_PKT, N_RX, N_SUB, preprocess
 from edgekit.methods.wifi_mamba.simulator import PoseData, Station, simulate_dataset
 from edgekit.registry import ModelEntry, TaskSpec
@@ -64,13 +65,22 @@ DATA_SOURCES = ("simulator.py", "body.py", "csi.py", "dataset.py")
 def _load_default() -> Dataset:
     """Simulated once (about 20 s), then read from ``$EDGEKIT_HOME`` by every process (train,
     compare, report) and kept in memory: compare loads it for every model it scores."""
+    return _cached(DATASET_NAME, load_wifi_pose)
+
+
+@functools.cache
+def _load_station() -> Dataset:
+    """The station protocol at ``Station()``'s settings, cached as the default is."""
+    return _cached(STATION_NAME, functools.partial(load_wifi_pose, station=Station()))
+
+
+def _cached(name: str, build) -> Dataset:
     from pathlib import Path
 
     from edgekit.dataset_cache import cached_dataset, source_digest
 
     here = Path(__file__).parent
-    return cached_dataset(DATASET_NAME, source_digest(here / f for f in DATA_SOURCES),
-                          load_wifi_pose)
+    return cached_dataset(name, source_digest(here / f for f in DATA_SOURCES), build)
 
 
 WIFI_POSE = register_dataset(DatasetEntry(
@@ -79,7 +89,10 @@ WIFI_POSE = register_dataset(DatasetEntry(
                   input_shape=(2, N_RX * N_ANT * N_SUB, N_PKT), num_classes=0,
                   output_names=("poses", "logits"), higher_is_better=False),
     loader=_load_default,
-    description="simulated WiFi CSI of 1-3 people with 3D keypoints (methods.md §6)"))
+    description="simulated WiFi CSI of 1-3 people with 3D keypoints (methods.md §6)",
+    variants={"station": DatasetVariant(
+        loader=_load_station,
+        description="one person acting on a mark, where limb pose is observable")}))
 
 
 def to_split(x: np.ndarray, y: np.ndarray):
