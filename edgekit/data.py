@@ -217,9 +217,10 @@ def _named_variant(task: TaskSpec, data: str) -> DatasetVariant | None:
         return None
     variants = get_dataset(task.dataset).variants
     if variant not in variants:
-        known = ", ".join(f"{name}:{v}" for v in variants) or "none"
+        known = "; ".join(f"{name}:{v} ({spec.description})"
+                          for v, spec in variants.items()) or "none"
         raise UsageError(f"--data {data}: dataset '{name}' has no variant '{variant}' "
-                         f"(variants: {known})")
+                         f"(variants: {known})", hint="edgekit datasets lists them all")
     return variants[variant]
 
 

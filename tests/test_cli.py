@@ -121,6 +121,15 @@ def test_train_export_profile_round_trip(tmp_path):
     assert "p99" in proc.stdout and report["energy"]["source"] in proc.stdout
 
 
+def test_datasets_lists_datasets_and_their_variants(tmp_path):
+    proc = run("datasets", "--json", str(tmp_path / "d.json"))
+    assert proc.returncode == 0, proc.stderr
+    assert "wifi-pose-sim:station" in proc.stdout and "limb pose is observable" in proc.stdout
+    rows = {r["name"]: r for r in json.loads((tmp_path / "d.json").read_text())["datasets"]}
+    assert rows["digits"]["variants"] == {} and rows["digits"]["input_shape"] == [1, 8, 8]
+    assert "limb pose is observable" in rows["wifi-pose-sim"]["variants"]["station"]
+
+
 def test_models_lists_entries():
     proc = run("models")
     assert proc.returncode == 0
@@ -163,7 +172,8 @@ def test_data_names_a_variant_of_the_models_own_dataset(tmp_path):
     work, home = tmp_path / "work", tmp_path / "home"
     work.mkdir()
     proc = run("train", "wifi-petr", "--data", "wifi-pose-sim:nope", cwd=work, env_home=home)
-    assert_one_line_error(proc, 2, "has no variant 'nope'", "variants: wifi-pose-sim:station")
+    assert_one_line_error(proc, 2, "has no variant 'nope'", "variants: wifi-pose-sim:station (one "
+                          "person acting on a mark", "edgekit datasets lists them")
     proc = run("train", "mlp", "--data", "digits:station", cwd=work, env_home=home)
     assert_one_line_error(proc, 2, "has no variant 'station'", "variants: none")
     # a file of that very name is the user's file, read as one (here: labels a pose model refuses)

@@ -127,6 +127,9 @@ def _templates(pick):
         ("devices", lambda: ["devices", pick.one(["--nosuch", "extra", "--show"])]),
         ("models", lambda: ["models", "--json", pick.one(["", "unwritable_json", "emptydir"], f)]),
         ("models", lambda: ["models", pick.one(["--nosuch", "extra", "--family"])]),
+        ("datasets", lambda: ["datasets", "--json", pick.one(["", "unwritable_json",
+                                                              "emptydir"], f)]),
+        ("datasets", lambda: ["datasets", pick.one(["--nosuch", "extra", "--json"])]),
         ("train", lambda: ["train", n()]),
         ("train", lambda: ["train", "mlp", "--epochs", i()]),
         ("train", lambda: ["train", "mlp", "--seconds", pick.one(BAD_FLOATS + ["0"])]),
@@ -335,7 +338,7 @@ def test_bad_invocations_are_refused_in_one_line(sandbox):
     cases = generate(files, out)
     assert len(cases) >= 300
     commands = {c.split()[0] for c, _ in cases}
-    assert {"devices", "models", "train", "export", "validate", "profile", "compare",
+    assert {"devices", "models", "datasets", "train", "export", "validate", "profile", "compare",
             "simulate", "moe", "astra"} <= commands
     # import every command's modules first (seconds, once), so the limit times each case alone
     assert CliRunner().invoke(cli, ["models", "--json", str(out / "warm.json")]).exit_code == 0

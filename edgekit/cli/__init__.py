@@ -52,8 +52,8 @@ def _internal_error(exc: BaseException) -> NoReturn:
                "for the traceback)", err=True)
     sys.exit(INTERNAL_ERROR_EXIT)
 # edgekit.cli.<name> defines the command <name>.
-_COMMANDS = ("devices", "models", "train", "export", "validate", "profile", "compare", "simulate",
-             "fleet", "report", "tour")
+_COMMANDS = ("devices", "models", "datasets", "train", "export", "validate", "profile",
+             "compare", "simulate", "fleet", "report", "tour")
 
 
 @cache
