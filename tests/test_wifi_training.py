@@ -14,6 +14,7 @@ from edgekit.methods.wifi_mamba.simulator import simulate_dataset
 from edgekit.methods.wifi_mamba.train import (
     PoseSplit,
     evaluate_pose_model,
+    hold_out,
     predict,
     train_pose_model,
 )
@@ -49,6 +50,36 @@ def test_training_steps_and_streaming_evaluation():
         assert preds.shape == (15, model.cfg.queries, 14, 3)
         res = evaluate_pose_model(model, split)
         assert set(res) == {"1", "2", "3", "all"} and res["all"]["frames"] == 15
+
+
+def test_hold_out_sets_whole_sequences_apart():
+    split = PoseSplit.from_data(simulate_dataset(4, 5, seed=0))  # 4 sequences of 5 frames
+    rest, held = hold_out(split, 0.25, seed=0)
+    assert len(rest.x) == 15 and len(held.x) == 5
+    assert not set(rest.sequence) & set(held.sequence)
+    assert sorted({*rest.sequence, *held.sequence}) == [0, 1, 2, 3]
+    for bad in (0.0, 1.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="fraction"):
+            hold_out(split, bad)
+    with pytest.raises(ValueError, match="too few"):
+        hold_out(split, 0.9)
+
+
+def test_validation_keeps_the_weights_that_scored_best():
+    split = PoseSplit.from_data(simulate_dataset(4, 5, seed=0))
+    train, held = hold_out(split, 0.25, seed=0)
+    torch.manual_seed(0)
+    model, curve = create_model("wifi-petr"), []
+    # a learning rate this high makes the validation score go up again at the last step
+    train_pose_model(model, train, seconds=60, batch=4, window=2, max_steps=7, lr=20.0,
+                     validation=held, validate_every=2,
+                     on_validate=lambda step, mm: curve.append((step, mm)))
+    assert [step for step, _ in curve] == [2, 4, 6, 7]  # every 2 steps and at the end
+    best = min(mm for _, mm in curve)
+    assert curve[-1][1] > best  # else the test could not tell kept weights from last ones
+    assert evaluate_pose_model(model, held)["all"]["mpjpe_mm"] == pytest.approx(best, rel=1e-6)
+    with pytest.raises(ValueError, match="validate_every"):
+        train_pose_model(model, train, max_steps=1, validation=held, validate_every=0)
 
 
 def test_pose_dataset_and_entry_hooks():

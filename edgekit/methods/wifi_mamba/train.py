@@ -67,13 +67,39 @@ def input_stats(split: PoseSplit) -> tuple[torch.Tensor, torch.Tensor]:
     return x.mean(dim=(0, 3)), x.std(dim=(0, 3))
 
 
+def hold_out(split: PoseSplit, fraction: float, seed: int = 0) -> tuple[PoseSplit, PoseSplit]:
+    """(rest, held out): whole sequences, ``fraction`` of them drawn at random, held out for
+    model selection, so the test split is never looked at before scoring."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"hold-out fraction must be in (0, 1), got {fraction}")
+    seqs = np.unique(split.sequence)
+    count = max(1, round(fraction * len(seqs)))
+    if count >= len(seqs):
+        raise ValueError(f"{len(seqs)} sequence(s) are too few to hold out {fraction:g} of them")
+    held = np.isin(split.sequence, np.random.default_rng(seed).choice(seqs, count, replace=False))
+    return _subset(split, ~held), _subset(split, held)
+
+
+def _subset(split: PoseSplit, keep: np.ndarray) -> PoseSplit:
+    return PoseSplit(split.x[keep], split.keypoints[keep], split.n_persons[keep],
+                     split.sequence[keep])
+
+
 def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
                      batch: int = 16, window: int = 4, lr: float = 2e-3, seed: int = 0,
                      max_steps: int | None = None,
-                     on_step: Callable[[float], None] | None = None) -> tuple[int, float]:
+                     on_step: Callable[[float], None] | None = None,
+                     validation: PoseSplit | None = None, validate_every: int = 100,
+                     on_validate: Callable[[int, float], None] | None = None,
+                     ) -> tuple[int, float]:
     """AdamW with a time-based cosine schedule; returns (steps, final loss).
 
-    ``on_step(loss)`` is called after every step (a progress bar)."""
+    ``on_step(loss)`` is called after every step (a progress bar). With ``validation``, MPJPE on
+    it is measured every ``validate_every`` steps and at the end (``on_validate(step, mm)``), and
+    the model ends with the weights that scored best there: a model that overfits its training
+    frames is judged at its best, whatever the step budget."""
+    if validation is not None and validate_every < 1:
+        raise ValueError(f"validate_every must be at least 1, got {validate_every}")
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     model.head.set_mean_pose(mean_pose(split))
@@ -82,6 +108,17 @@ def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
     starts = _windows(split.sequence, window)
     x, kp, n = (torch.from_numpy(a) for a in (split.x, split.keypoints, split.n_persons))
     started, steps, loss_value = time.perf_counter(), 0, float("nan")
+    best: tuple[float, dict[str, torch.Tensor]] | None = None
+
+    def validate() -> None:
+        nonlocal best
+        score = evaluate_pose_model(model, validation)["all"]["mpjpe_mm"]
+        model.train()
+        if on_validate is not None:
+            on_validate(steps, score)
+        if best is None or score < best[0]:
+            best = score, {k: v.detach().clone() for k, v in model.state_dict().items()}
+
     model.train()
     while True:
         frac = (time.perf_counter() - started) / seconds
@@ -111,6 +148,13 @@ def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
         loss_value = float(loss.detach())
         if on_step is not None:
             on_step(loss_value)
+        if validation is not None and steps % validate_every == 0:
+            validate()
+    if validation is not None:
+        if steps % validate_every:
+            validate()
+        if best is not None:
+            model.load_state_dict(best[1])
     return steps, loss_value
 
 
