@@ -16,8 +16,8 @@ rotating, so a burst of load spoils one round of every case):
    overhead.
 2. **Whole model**: the baseline, WiFi-Mamba as exported, and WiFi-Mamba with the recurrence
    replaced by one elementwise product of its terms (the states are then ā ⊙ v: everything else
-   in the graph is kept, the decay and drive included), which bounds what any scan in standard
-   ops could reach inside this graph.
+   in the graph is kept, the decay and drive included; the frame is one chunk at every length),
+   which bounds what any scan in standard ops could reach inside this graph.
 
     python benchmarks/wifi_mamba_ort_floor.py [--rounds 7] [--levels 3] [--quick]
 """
@@ -128,6 +128,9 @@ def model_cases(tmp: Path, lengths: list[int]) -> tuple[dict, dict]:
                                   ("wifi-mamba, no recurrence", "wifi-mamba", stand_in_scan)):
             torch.manual_seed(0)
             model = create_model(entry).eval()
+            if scan is not None:  # one chunk at every length, so the stand-in replaces it all
+                for block in model.blocks:
+                    block.chunk = length
             path = tmp / f"model-{len(cases)}.onnx"
             ssm.step_scan = scan or original
             try:

@@ -60,8 +60,12 @@ step so and 55-1,200 µs with the states split into batch rows, against the loop
 not the coupling) 1.3 ms for two heads of 16 x 64 states and 8.3 ms for 128 heads of 16 x 1,
 against 0.97 ms for the loop. A log-depth (Hillis–Steele) scan over the 2x2 transitions was
 tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it multiplies the
-arithmetic by about 4·log2(S). An SSD-style closed form (Mamba-2: one decay per channel, so the
-state dimension becomes matrix products) would cut it, but changes A; not done. Making each
+arithmetic by about 4·log2(S); a work-efficient pairwise reduction (neighbouring packets'
+2x2 transitions composed level by level in whole-frame operations, the loop L / 2^k steps) ran
+at 0.46-0.80x the loop's speed with up to 6.6x fewer nodes (benchmarks/wifi_mamba_ort_floor.py):
+the loop is bound by passes over memory, not by per-node overhead. An SSD-style closed form
+(Mamba-2: one decay per channel, so the state dimension becomes matrix products) would cut it,
+but changes A; not done. Making each
 block of 10-50 packets' terms at a time (so they stay in cache) measured the same as
 whole-frame terms, and keeping the two streams as separate tensors (no flip) the same outputs
 bit for bit at 0.87-1.07x the speed; neither was kept.
