@@ -12,7 +12,9 @@ from edgekit.provenance import report_document
 @click.command("datasets")
 @click.option("--json", "json_path", type=JSON_FILE, help="Write the list as JSON.")
 def datasets(json_path: str | None) -> None:
-    """List built-in datasets and their variants (--data DATASET:VARIANT)."""
+    """List built-in datasets and their variants.
+
+    A variant is chosen as --data DATASET:VARIANT wherever a command takes --data."""
     table = Table(title="edgekit datasets", header_style="bold")
     for col in ("name", "metric", "input shape", "description"):
         table.add_column(col)
