@@ -23,8 +23,9 @@ the step budget leaves, which matters where the larger one overfits 2,400 traini
 held-out curve is in the JSON). ``--jobs J`` trains J seeds at once in separate processes (each
 run depends on its seed alone: the same figures as one after the other).
 
-    python benchmarks/wifi_pose.py [--seeds 3] [--steps 400] [--train-sequences 300]
-                                   [--test-sequences 60] [--threads T] [--protocol walk|station]
+    python benchmarks/wifi_pose.py [--seeds 3] [--first-seed 0] [--steps 400]
+                                   [--train-sequences 300] [--test-sequences 60] [--threads T]
+                                   [--protocol walk|station]
                                    [--validation F] [--validate-every 100] [--jobs J]
                                    [--result NAME]
 """
@@ -122,7 +123,9 @@ def verdicts(scores: dict[str, dict[str, float]], params: dict[str, int]) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=3, help="seeds 0..N-1 (data and weights)")
+    parser.add_argument("--seeds", type=int, default=3,
+                        help="how many seeds (data and weights): K..K+N-1")
+    parser.add_argument("--first-seed", type=int, default=0, help="K, the first seed")
     parser.add_argument("--steps", type=int, default=400, help="optimiser steps per model")
     parser.add_argument("--train-sequences", type=int, default=300)
     parser.add_argument("--test-sequences", type=int, default=60)
@@ -138,6 +141,8 @@ def main() -> None:
     parser.add_argument("--result", default=None,
                         help="results/NAME.json (default wifi_pose, wifi_pose_station)")
     args = parser.parse_args()
+    if args.first_seed < 0:
+        parser.error("--first-seed must be at least 0")
     if not 0 <= args.validation < 1:
         parser.error("--validation must be a fraction in [0, 1)")
     for option in ("seeds", "steps", "train_sequences", "test_sequences", "validate_every",
@@ -150,11 +155,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.perf_counter()
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     if args.jobs == 1:
-        runs = [run_seed(seed, args) for seed in range(args.seeds)]
+        runs = [run_seed(seed, args) for seed in seeds]
     else:  # seeds in parallel processes; each run depends on its seed only
         with ProcessPoolExecutor(args.jobs, mp_context=get_context("spawn")) as pool:
-            runs = list(pool.map(run_seed, range(args.seeds), [args] * args.seeds))
+            runs = list(pool.map(run_seed, seeds, [args] * args.seeds))
     params = {m: runs[0]["models"][m]["params"] for m in MODELS}
     med = {row: {k: median([r["scores"][row][k] for r in runs])
                  for k in ("mpjpe_mm", "pa_mpjpe_mm")} for row in ROWS}
