@@ -65,10 +65,9 @@ arithmetic by about 4·log2(S); a work-efficient pairwise reduction (neighbourin
 at 0.46-0.80x the loop's speed with up to 6.6x fewer nodes (benchmarks/wifi_mamba_ort_floor.py):
 the loop is bound by passes over memory, not by per-node overhead. An SSD-style closed form
 (Mamba-2: one decay per channel, so the state dimension becomes matrix products) would cut it,
-but changes A; not done. Making each
-block of 10-50 packets' terms at a time (so they stay in cache) measured the same as
-whole-frame terms, and keeping the two streams as separate tensors (no flip) the same outputs
-bit for bit at 0.87-1.07x the speed; neither was kept.
+but changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
+cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
+(no flip) the same outputs bit for bit at 0.87-1.07x the speed; neither was kept.
 Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
 exported length) and returns the final states that the persistent memory carries.
 """

@@ -116,7 +116,7 @@ def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
         model.train()
         if on_validate is not None:
             on_validate(steps, score)
-        if best is None or score < best[0]:
+        if math.isfinite(score) and (best is None or score < best[0]):  # a nan never wins
             best = score, {k: v.detach().clone() for k, v in model.state_dict().items()}
 
     model.train()
