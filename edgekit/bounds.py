@@ -59,6 +59,7 @@ THREADS = click.IntRange(1, MAX_THREADS)
 SEED = click.IntRange(0, 2**32 - 1)
 # A fraction of something kept (Spik4lite's --target-keep): none kept is no model at all.
 KEEP_FRACTION = FiniteFloatRange(min=0, max=1, min_open=True)
+OPEN_FRACTION = FiniteFloatRange(min=0, max=1, min_open=True, max_open=True)  # a part, not all
 # Time steps of a spiking net: the papers use 1..16; 10^4 already takes hours on a CPU, and the
 # membrane state for 10^9 steps would not fit in memory.
 TIMESTEPS = click.IntRange(1, 10_000)

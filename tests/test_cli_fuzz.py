@@ -135,6 +135,8 @@ def _templates(pick):
         ("train", lambda: ["train", "mlp", "--seconds", pick.one(BAD_FLOATS + ["0"])]),
         ("train", lambda: ["train", "mlp", "--data", f(BAD_FILES)]),
         ("train", lambda: ["train", "mlp", "--seed", pick.one(["abc", "", "1.5", "nan"])]),
+        ("train", lambda: ["train", "wifi-petr", "--validation", pick.one(BAD_FLOATS + ["1"])]),
+        ("train", lambda: ["train", pick.one(["mlp", "wifi-mamba"]), "--validate-every", i()]),
         ("train", lambda: ["train", "mlp", "--json", "", "-o", f(["unwritable"])]),
         ("export", lambda: ["export", pick.one(NAMES + BAD_FILES + BAD_DIRS, f)]),
         ("export", lambda: ["export", "mlp", "--to", pick.one(["onx", "", "ONNX", "trt"])]),

@@ -30,6 +30,7 @@ FLOAT_OPTIONS = [
     (["compare", "no-such-model"], "--duration", (*NAN_INF, HUGE_FLOAT)),
     (["simulate", "no-such-model"], "--duration", (*NAN_INF, HUGE_FLOAT)),
     (["train", "no-such-model"], "--seconds", (*NAN_INF, HUGE_FLOAT)),
+    (["train", "no-such-model"], "--validation", (*NAN_INF, HUGE_FLOAT, "0", "1")),
     (["export", "no-such-model"], "--atol", NAN_INF),
     (["export", "no-such-model"], "--rtol", NAN_INF),
     (["validate", "no-such-artifact"], "--atol", NAN_INF),
@@ -47,6 +48,7 @@ FLOAT_OPTIONS = [
 ]
 INT_OPTIONS = [
     (["profile", "no-such-model"], "--batch", (HUGE_INT,)),
+    (["train", "no-such-model"], "--validate-every", (HUGE_INT, "0")),
     (["profile", "no-such-model"], "--threads", (str(2**40),)),
     (["profile", "no-such-model"], "--iterations", (str(2**63),)),
     (["compare", "no-such-model"], "--batch", (HUGE_INT,)),

@@ -1,6 +1,7 @@
 """Set loss and the pose training loop on a tiny simulated set."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -102,6 +103,46 @@ def test_pose_dataset_and_entry_hooks():
     assert evaluate_dataset(result.model, data.x_test, data.y_test) == result.value
 
 
+def test_entry_training_selects_on_held_out_training_sequences():
+    from edgekit.errors import UsageError
+    from edgekit.methods.wifi_mamba.dataset import load_wifi_pose, to_split, train_entry
+
+    data = load_wifi_pose(train_sequences=4, test_sequences=1)
+    entry = get_entry("wifi-petr")
+    # a learning rate this high makes the validation score go up again after the first steps
+    entry = dataclasses.replace(entry, train=dataclasses.replace(entry.train, lr=20.0))
+    result = train_entry(entry, data, epochs=10, validation=0.25, validate_every=1)
+    record = result.details["selection"]
+    assert (record["sequences"], record["frames"], record["validate_every"]) == (1, 8, 1)
+    curve = record["validation_mpjpe_mm"]
+    assert [step for step, _ in curve] == [1, 2, 3, 4] and result.details["steps"] == 4
+    assert record["kept_validation_mpjpe_mm"] == min(mm for _, mm in curve) < curve[-1][1]
+    assert record["kept_step"] == min(curve, key=lambda c: c[1])[0]
+    _, held = hold_out(to_split(data.x_train, data.y_train), 0.25, seed=0)  # the same draw
+    assert evaluate_pose_model(result.model, held)["all"]["mpjpe_mm"] == pytest.approx(
+        record["kept_validation_mpjpe_mm"], rel=1e-6)  # the model ends with the kept weights
+    with pytest.raises(UsageError, match="cannot hold out 0.9 of wifi-pose-sim's training"):
+        train_entry(get_entry("wifi-petr"), data, epochs=1, validation=0.9)
+
+
+def test_validation_options_are_checked_before_any_training(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from edgekit.cli import cli
+
+    monkeypatch.chdir(tmp_path)
+    for args, fragment in ((["wifi-mamba", "--validate-every", "5"],
+                            "--validate-every needs --validation"),
+                           (["mlp", "--validation", "0.1"], "'mlp' is not one"),
+                           (["wifi-petr", "--validation", "1"], "0<x<1"),
+                           (["wifi-petr", "--validation", "nan"], "not a finite number"),
+                           (["wifi-petr", "--validation", "0.1", "--validate-every", "0"],
+                            "--validate-every")):
+        result = CliRunner().invoke(cli, ["train", *args])
+        assert result.exit_code == 2 and fragment in result.output, (args, result.output)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_entry_training_is_reproducible_from_its_seed():
     from edgekit.methods.wifi_mamba.dataset import load_wifi_pose, train_entry
 
@@ -122,12 +163,17 @@ def _edgekit(*args: str, cwd) -> subprocess.CompletedProcess[str]:
 def test_edgekit_train_honours_a_time_budget(tmp_path, wifi_pose_sim):
     """The former ``python -m edgekit.methods.wifi_mamba.train --seconds S --json FILE``."""
     proc = _edgekit("train", "wifi-mamba", "--seconds", "1", "-o", "m.safetensors",
-                    "--json", "r.json", cwd=tmp_path)
+                    "--json", "r.json", "--validation", "0.05", "--validate-every", "2",
+                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["kind"] == "train" and report["model"] == "wifi-mamba"
     details = report["details"]
     assert details["steps"] >= 1
+    selection = details["selection"]  # --validation: 15 of the 300 training sequences
+    assert (selection["sequences"], selection["frames"]) == (15, 120)
+    assert selection["validation_mpjpe_mm"][-1][0] == details["steps"]  # and at the end
+    assert f"validation: kept step {selection['kept_step']} of {details['steps']}" in proc.stdout
     assert set(details["test"]) >= {"1", "2", "3", "all"}
     assert report["mpjpe_mm"] == details["test"]["all"]["mpjpe_mm"]
     assert "test_without_memory" in details  # WiFi-Mamba streams with its memory

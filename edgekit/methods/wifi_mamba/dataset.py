@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from edgekit.data import Dataset, DatasetEntry, DatasetVariant, register_dataset
+from edgekit.errors import UsageError
 from edgekit.methods.wifi_mamba.csi import N_ANT, N_PKT, N_RX, N_SUB, preprocess
 from edgekit.methods.wifi_mamba.simulator import PoseData, Station, simulate_dataset
 from edgekit.registry import ModelEntry, TaskSpec
@@ -114,17 +115,24 @@ def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
 
 def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                 epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
-                model: nn.Module | None = None, seconds: float | None = None) -> TrainResult:
+                model: nn.Module | None = None, seconds: float | None = None,
+                validation: float | None = None, validate_every: int = 100) -> TrainResult:
     """``edgekit.training.train``'s signature: an epoch is one pass worth of windows. With a
     time budget ``seconds``, training runs that long on a time-based cosine schedule instead.
 
+    ``validation``: hold out this fraction of the training sequences (whole sequences, drawn with
+    ``seed``), score MPJPE on them every ``validate_every`` steps and keep the weights that
+    scored best (``train.train_pose_model``); the test split stays unseen until the end.
+
     The result's details hold MPJPE per person count and, for a model with memory, the score
-    without it (every frame from a zero state), which isolates what the memory contributes."""
+    without it (every frame from a zero state), which isolates what the memory contributes;
+    with ``validation``, the selection record (``selection``: the curve and the step kept)."""
     from edgekit.methods.wifi_mamba.train import (
         _streams,
         _windows,
         baselines,
         evaluate_pose_model,
+        hold_out,
         train_pose_model,
     )
     from edgekit.training import TrainResult, entry_label, loss_steps
@@ -134,6 +142,13 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
     torch.manual_seed(seed)  # the initial weights too, so a run is reproducible from its seed
     model = model if model is not None else entry.build(variant)
     split = to_split(dataset.x_train, dataset.y_train)
+    held, curve = None, []
+    if validation is not None:
+        try:
+            split, held = hold_out(split, validation, seed=seed)
+        except ValueError as exc:
+            raise UsageError(f"cannot hold out {validation:g} of {dataset.name}'s training "
+                             f"sequences for validation: {exc}") from exc
     windows = len(_windows(split.sequence, 4))
     steps = max(1, epochs * windows // settings.batch_size)
     started = time.perf_counter()
@@ -144,16 +159,32 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
         on_step = _seconds_steps(progress, f"{label} ({seconds:g} s)", seconds)
     steps, loss = train_pose_model(model, split, seconds=seconds or float("inf"),
                                    batch=settings.batch_size, lr=settings.lr, seed=seed,
-                                   max_steps=None if seconds else steps, on_step=on_step)
+                                   max_steps=None if seconds else steps, on_step=on_step,
+                                   validation=held, validate_every=validate_every,
+                                   on_validate=lambda step, mm: curve.append([step, mm]))
     test = to_split(dataset.x_test, dataset.y_test)
     details = {"steps": steps, "test": evaluate_pose_model(model, test),
                "baselines": baselines(split, test)}
+    if held is not None:
+        details["selection"] = selection_record(held, validation, validate_every, curve)
     if _streams(model):
         details["test_without_memory"] = evaluate_pose_model(model, test, memory=False)
     if seconds is not None:  # epochs worth of windows that the budget allowed
         epochs = steps * settings.batch_size // max(1, windows)
     return TrainResult(model.eval(), entry.task.metric, details["test"]["all"]["mpjpe_mm"],
                        epochs, time.perf_counter() - started, loss, details)
+
+
+def selection_record(held, fraction: float, validate_every: int,
+                     curve: list[list[float]]) -> dict[str, object]:
+    """What model selection saw and kept: the validation MPJPE curve ([step, mm]) and the step
+    whose weights the model ended with (the best finite score; none if every score was NaN)."""
+    scored = [c for c in curve if np.isfinite(c[1])]
+    kept = min(scored, key=lambda c: c[1]) if scored else None
+    return {"fraction": fraction, "sequences": int(len(np.unique(held.sequence))),
+            "frames": int(len(held.x)), "validate_every": validate_every,
+            "validation_mpjpe_mm": curve, "kept_step": kept[0] if kept else None,
+            "kept_validation_mpjpe_mm": kept[1] if kept else None}
 
 
 def _seconds_steps(progress: Progress | None, label: str, seconds: float):
