@@ -1,7 +1,6 @@
 """Set loss and the pose training loop on a tiny simulated set."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -66,13 +65,25 @@ def test_hold_out_sets_whole_sequences_apart():
         hold_out(split, 0.9)
 
 
+def _spoil(model: torch.nn.Module) -> None:
+    """Shift every weight far off, so that the score measured after it is the worst."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(3.0)
+
+
 def test_validation_keeps_the_weights_that_scored_best():
     split = PoseSplit.from_data(simulate_dataset(4, 5, seed=0))
     train, held = hold_out(split, 0.25, seed=0)
     torch.manual_seed(0)
-    model, curve = create_model("wifi-petr"), []
-    # a learning rate this high makes the validation score go up again at the last step
-    train_pose_model(model, train, seconds=60, batch=4, window=2, max_steps=7, lr=20.0,
+    model, curve, steps = create_model("wifi-petr"), [], []
+
+    def on_step(loss: float) -> None:  # the last step goes wrong: the final score is the worst
+        steps.append(loss)
+        if len(steps) == 7:
+            _spoil(model)
+
+    train_pose_model(model, train, seconds=60, batch=4, window=2, max_steps=7, on_step=on_step,
                      validation=held, validate_every=2,
                      on_validate=lambda step, mm: curve.append((step, mm)))
     assert [step for step, _ in curve] == [2, 4, 6, 7]  # every 2 steps and at the end
@@ -108,10 +119,15 @@ def test_entry_training_selects_on_held_out_training_sequences():
     from edgekit.methods.wifi_mamba.dataset import load_wifi_pose, to_split, train_entry
 
     data = load_wifi_pose(train_sequences=4, test_sequences=1)
-    entry = get_entry("wifi-petr")
-    # a learning rate this high makes the validation score go up again after the first steps
-    entry = dataclasses.replace(entry, train=dataclasses.replace(entry.train, lr=20.0))
-    result = train_entry(entry, data, epochs=10, validation=0.25, validate_every=1)
+    torch.manual_seed(0)
+    model = create_model("wifi-petr")
+
+    def progress(update) -> None:  # the last of the 4 steps goes wrong
+        if update.done == update.total == 4:
+            _spoil(model)
+
+    result = train_entry(get_entry("wifi-petr"), data, epochs=10, progress=progress, model=model,
+                         validation=0.25, validate_every=1)
     record = result.details["selection"]
     assert (record["sequences"], record["frames"], record["validate_every"]) == (1, 8, 1)
     curve = record["validation_mpjpe_mm"]

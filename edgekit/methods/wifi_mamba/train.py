@@ -1,6 +1,8 @@
 """Train and evaluate WiFi pose models on simulated CSI; MPJPE per person count on held-out data.
 
     edgekit train wifi-mamba --seconds S --json FILE   (and wifi-petr, the baseline)
+    edgekit train wifi-mamba --validation 0.1          (keep the weights best on held-out
+                                                        training sequences: ``hold_out``)
 
 Both models see the same frames: windows of consecutive frames from one sequence. WiFi-Mamba runs
 through a window frame by frame carrying its persistent SSM memory (gradients flow through the
