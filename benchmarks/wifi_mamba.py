@@ -6,10 +6,12 @@ quadratic. Both CPU-sized models (eval mode, batch 1, one thread by default) run
 2000 packets, each model exported to ONNX at each length through edgekit's exporter path
 (``export_graph``: torch.onnx, onnxslim, onnx.checker; ONNX Runtime's outputs checked against
 torch's). WiFi-Mamba runs as it deploys: in eager torch its scan is the compiled kernel
-(``edgekit.kernels.wifi_mamba_scan``), on ONNX Runtime the exported tensor-operation scan (the
-plain loop up to 150 packets, chunked beyond). Extra rows: the same model on torch with the
-tensor-operation scan (``tensor ops``, what the graph runs), the same recurrence scanned one
-packet at a time at every length (``ssm.step_scan``), and the scan it had before (one packet at
+(``edgekit.kernels.wifi_mamba_scan``), on ONNX Runtime the exported graph, whose recurrence is one
+ONNX ``Scan`` operator (``onnx_scan.py``). Extra rows: the same model on torch with the
+tensor-operation scan (``tensor ops``), on ONNX Runtime the graph exported before the ``Scan``
+(``unrolled``: the plain loop up to 150 packets, chunked beyond; its time over the model's in
+the last column), the same recurrence scanned one packet at a time at every length
+(``ssm.step_scan``, unrolled in the export too), and the scan it had before (one packet at
 a time, inputs coupled through a dense projection of the other stream's previous output; zero
 coupling weights here, the same operations). The per-packet loops unroll into graphs of tens of
 nodes per packet, so they go to ONNX Runtime only up to ``--loop-ort-max`` packets.
@@ -51,10 +53,12 @@ from edgekit.registry import create_model
 
 LENGTHS = [20, 50, 100, 200, 500, 1000, 2000]
 QUICK_LENGTHS = [20, 100, 500]
-MAMBA, OPS, STEP, OLD, PETR = ("wifi-mamba", "wifi-mamba tensor ops", "wifi-mamba step loop",
-                               "wifi-mamba old loop", "wifi-petr")
-ROWS = [MAMBA, OPS, STEP, OLD, PETR]
+MAMBA, OPS, UNROLLED, STEP, OLD, PETR = (
+    "wifi-mamba", "wifi-mamba tensor ops", "wifi-mamba unrolled", "wifi-mamba step loop",
+    "wifi-mamba old loop", "wifi-petr")
+ROWS = [MAMBA, OPS, UNROLLED, STEP, OLD, PETR]
 TORCH_ONLY = {OPS}  # on ONNX Runtime the same graph as MAMBA: exports never take the kernel
+ORT_ONLY = {UNROLLED}  # on torch the same operations as OPS
 BACKENDS = ["torch", "onnxruntime"]
 
 
@@ -103,14 +107,17 @@ class OldLoopBlock(nn.Module):
 def build_models() -> dict[str, nn.Module]:
     torch.manual_seed(0)
     mamba = create_model(MAMBA).eval()
-    ops, step = copy.deepcopy(mamba), copy.deepcopy(mamba)
+    ops, unrolled, step = (copy.deepcopy(mamba) for _ in range(3))
     for block in ops.blocks:
-        block.fused = False  # torch runs the scan ONNX Runtime runs
-    for block in step.blocks:
-        block.chunk, block.fused = max(LENGTHS), False  # one chunk: the plain loop
+        block.fused = False  # torch runs the tensor-operation scan
+    for block in unrolled.blocks:
+        block.onnx_scan = False  # exported as before the Scan operator: plain loop or chunks
+    for block in step.blocks:  # one chunk: the plain loop, unrolled in the export too
+        block.chunk, block.fused, block.onnx_scan = max(LENGTHS), False, False
     old = copy.deepcopy(mamba)
     old.blocks = nn.ModuleList(OldLoopBlock(b) for b in old.blocks)
-    return {MAMBA: mamba, OPS: ops, STEP: step, OLD: old, PETR: create_model(PETR).eval()}
+    return {MAMBA: mamba, OPS: ops, UNROLLED: unrolled, STEP: step, OLD: old,
+            PETR: create_model(PETR).eval()}
 
 
 def exponent(lengths: list[int], ms: list[float], min_len: int = 0) -> float:
@@ -188,7 +195,7 @@ def main() -> None:
     started = time.perf_counter()
     models = build_models()
     inputs = {length: torch.randn(1, 2, 270, length) for length in lengths}
-    cases = [(n, "torch", length) for n in ROWS for length in lengths]
+    cases = [(n, "torch", length) for n in ROWS if n not in ORT_ONLY for length in lengths]
     exports: dict[tuple[str, int], dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for n in ROWS:
@@ -228,24 +235,32 @@ def main() -> None:
                 for case, seconds in calls.items():
                     times[case].append(median(seconds) * 1e3)
     ms = {c: median(v) for c, v in times.items()}
-    ratios = {(backend, length): [p / m for p, m in zip(times[(PETR, backend, length)],
-                                                        times[(MAMBA, backend, length)],
-                                                        strict=True)]
+    def per_round(num: str, den: str, backend: str, length: int) -> list[float]:
+        return [a / b for a, b in zip(times[(num, backend, length)], times[(den, backend, length)],
+                                      strict=True)]
+
+    ratios = {(backend, length): per_round(PETR, MAMBA, backend, length)
               for backend in BACKENDS for length in lengths}
+    scan_gain = {length: per_round(UNROLLED, MAMBA, "onnxruntime", length) for length in lengths}
 
     def cell(case):
         if case not in ms:
             return "-"
         return f"{ms[case]:.2f} ({min(times[case]):.2f}-{max(times[case]):.2f})"
 
+    def spread(values: list[float]) -> str:
+        return f"{median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
     tables, fits = {}, {}
     for backend in BACKENDS:
-        rows = [[length] + [cell((n, backend, length)) for n in ROWS]
-                + [f"{median(ratios[(backend, length)]):.2f} "
-                   f"({min(ratios[(backend, length)]):.2f}-{max(ratios[(backend, length)]):.2f})"]
+        shown = [n for n in ROWS if any((n, backend, length) in ms for length in lengths)]
+        ort = backend == "onnxruntime"
+        rows = [[length] + [cell((n, backend, length)) for n in shown]
+                + [spread(ratios[(backend, length)])] + ([spread(scan_gain[length])] if ort else [])
                 for length in lengths]
         tables[backend] = markdown_table(
-            ["packets L"] + [f"{n} ms" for n in ROWS] + ["petr / mamba (rounds)"], rows)
+            ["packets L"] + [f"{n} ms" for n in shown] + ["petr / mamba (rounds)"]
+            + (["unrolled / mamba (rounds)"] if ort else []), rows)
         fits[backend] = {}
         for n in ROWS:
             have = [length for length in lengths if (n, backend, length) in ms]
@@ -287,6 +302,8 @@ def main() -> None:
         "petr_over_mamba": {backend: {str(length): {"median": median(ratios[(backend, length)]),
                                                     "rounds": ratios[(backend, length)]}
                                       for length in lengths} for backend in BACKENDS},
+        "onnxruntime_unrolled_over_scan": {str(length): {"median": median(v), "rounds": v}
+                                           for length, v in scan_gain.items()},
         "round_ms": {backend: {n: {str(length): times[(n, backend, length)]
                                    for length in lengths if (n, backend, length) in times}
                                for n in ROWS} for backend in BACKENDS},

@@ -52,10 +52,13 @@ class DualSSMBlock(nn.Module):
     ``chunk``: packets per chunk of the scan (None: picked from the length, ``ssm.chunk_size``;
     at least the length: the plain loop); ``fused``: whether inference runs the compiled scan
     kernel (None: wherever ``ssm.fused_applies``, i.e. eager inference on a CPU; never under
-    autograd or an exporter's trace). Only speed depends on them."""
+    autograd or an exporter's trace); ``onnx_scan``: whether an ONNX export writes the scan as
+    one ``Scan`` operator (``onnx_scan.py``) rather than unrolled with ``chunk``. Only speed
+    depends on them."""
 
     chunk: int | None = None
     fused: bool | None = None
+    onnx_scan: bool = True
 
     def __init__(self, cfg: WiFiMambaConfig) -> None:
         super().__init__()
@@ -76,7 +79,7 @@ class DualSSMBlock(nn.Module):
             h = torch.sigmoid(self.memory_gate) * h  # (B, 2, E, N)
         fused = self.fused if self.fused is not None else fused_applies(h, self.coupling)
         y_a, y_p, h = dual_selective_scan(pa, pp, self.ssm_a, self.ssm_p, self.coupling, h,
-                                          self.chunk, fused)
+                                          self.chunk, fused, self.onnx_scan)
         y_a = y_a * torch.nn.functional.silu(pa[1])  # gate z, as in Mamba
         y_p = y_p * torch.nn.functional.silu(pp[1])
         return xa + self.ssm_a.out_proj(y_a), xp + self.ssm_p.out_proj(y_p), h

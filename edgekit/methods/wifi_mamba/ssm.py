@@ -268,12 +268,13 @@ def fused_applies(*tensors: torch.Tensor) -> bool:
 def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
                         ssm_a: SelectiveSSM, ssm_p: SelectiveSSM, coupling: torch.Tensor,
                         h: torch.Tensor, chunk: int | None = None,
-                        fused: bool = False) -> tuple[torch.Tensor, ...]:
+                        fused: bool = False, onnx_scan: bool = True) -> tuple[torch.Tensor, ...]:
     """Scan both streams over time with state coupling: y_a, y_p (B, L, E) and the final states
     (B, 2, E, N). ``a``/``p`` are the ``prepare`` outputs (u, z, Δ, B, C), ``h`` the initial
     states, ``chunk`` packets per chunk (None: ``chunk_size``; at least L: the plain loop);
     ``fused``: the compiled kernel instead (``edgekit.kernels.wifi_mamba_scan``; inference
-    only, any length).
+    only, any length); ``onnx_scan``: under ``torch.onnx.export``, one ONNX ``Scan`` at any
+    length (``onnx_scan.py``) instead of the unrolled loop or chunks.
 
     The sequence is padded to whole chunks with Δ = 0, which makes ā = 1, κ = 0 and ΔBu = 0: a
     padded step carries the state through unchanged, so the final state is the last packet's."""
@@ -289,7 +290,11 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
         y, h = fused_scan(dt, u, b, c, A, share, d_skip, h)
         h = h.transpose(-1, -2)
         return y[:, :, 0], y[:, :, 1], h
-    if size == length:
+    if onnx_scan and torch.onnx.is_in_onnx_export():
+        from edgekit.methods.wifi_mamba.onnx_scan import scan_for_export
+
+        y, h = scan_for_export(dt, u, b, c, A, share, h)
+    elif size == length:
         decay, drive = transitions(dt, u, b, A)
         states, h = step_scan(decay, share, drive, h)
         y = read_out(states, c)  # C_t · h_t, (B, L, 2, E)
