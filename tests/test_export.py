@@ -129,3 +129,28 @@ def test_manifest_records_provenance(tmp_path):
     assert manifest["target_device"] == "generic-x86-64-cpu"
     assert {"torch", "onnx", "onnxruntime"} <= set(manifest["provenance"]["versions"])
     assert manifest["files"]["model.onnx"]["bytes"] > 0
+
+
+class _Unlowered(torch.autograd.Function):
+    """Emits an edgekit-domain node that no lowering claims."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def symbolic(g, x):
+        return g.op("edgekit::NoSuchOp", x)
+
+
+class _Marked(torch.nn.Module):
+    def forward(self, x):
+        return _Unlowered.apply(x) + 1
+
+
+def test_an_edgekit_node_no_lowering_claims_fails_the_export(tmp_path):
+    from edgekit.exporters.onnx import export_graph
+
+    with pytest.raises(CheckFailed, match="edgekit::NoSuchOp, which no lowering rewrites"):
+        export_graph(_Marked(), (torch.randn(2, 3),), tmp_path / "m.onnx", opset=18,
+                     input_names=["x"], output_names=["y"], dynamo=False)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
 import torch
 
@@ -9,6 +10,7 @@ from edgekit.errors import UnknownNameError
 from edgekit.exporters.onnx import export_graph
 from edgekit.flops import model_cost
 from edgekit.methods.wifi_mamba.model import WiFiMamba
+from edgekit.methods.wifi_mamba.onnx_scan import scan_for_export
 from edgekit.methods.wifi_mamba.ssm import (
     SelectiveSSM,
     chunk_size,
@@ -163,26 +165,90 @@ def test_scan_is_causal_and_coupling_links_the_streams():
             assert torch.allclose(base[0], other[0]) != linked  # amplitude sees phase if coupled
 
 
-def test_chunked_model_exports_to_onnx_at_any_batch(tmp_path):
-    """163 packets take the chunked path, the last chunk padded; the graph is checked by ONNX
-    Runtime against torch at a batch other than the exported one."""
+class _OneBlock(torch.nn.Module):
+    """A dual-stream block from a zero memory: what its scan does shows in its outputs, where a
+    whole untrained model's poses barely move with it."""
+
+    def __init__(self, block: torch.nn.Module) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, xa: torch.Tensor, xp: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return self.block(xa, xp, None)
+
+
+def _export_block(block: torch.nn.Module, seq: int, path) -> onnx.GraphProto:
+    export_graph(_OneBlock(block), (torch.randn(2, seq, 8), torch.randn(2, seq, 8)), path,
+                 opset=18, input_names=["xa", "xp"], output_names=["ya", "yp", "h"],
+                 dynamo=False, dynamic_batch=True)
+    return onnx.load(str(path)).graph
+
+
+@pytest.mark.parametrize("onnx_scan", [True, False], ids=["scan-operator", "unrolled-chunks"])
+def test_block_exports_to_onnx_at_any_batch(tmp_path, onnx_scan):
+    """163 packets: one ONNX Scan operator, or unrolled on the chunked path with the last chunk
+    padded; ONNX Runtime against torch at a batch other than the exported one, with a coupling
+    and steps (Δ near 1) that make a wrong scan show. The Scan graph has one size at every
+    length."""
     assert 163 % chunk_size(163) != 0
     torch.manual_seed(0)
     model = WiFiMamba(d_model=8, d_state=4, n_layers=1, dec_dim=8, dec_layers=1, heads=2,
                       queries=2).eval()
-    for block in model.blocks:
-        block.coupling.data.normal_()
-    path = tmp_path / "m.onnx"
-    export_graph(model, (torch.randn(2, 2, 270, 163),), path, opset=18, input_names=["input"],
-                 output_names=["poses", "logits"], dynamo=False, dynamic_batch=True)
+    block = model.blocks[0]
+    block.coupling.data.normal_()
+    for ssm in (block.ssm_a, block.ssm_p):  # at init Δ is 1e-3 to 0.1
+        ssm.dt_proj.bias.data.fill_(1.0)
+    block.onnx_scan = onnx_scan
+    graph = _export_block(block, 163, tmp_path / "m.onnx")
+    assert sum(n.op_type == "Scan" for n in graph.node) == (1 if onnx_scan else 0)
+    assert {n.domain for n in graph.node} == {""}  # no edgekit node left unlowered
+    if onnx_scan:
+        assert len(_export_block(block, 20, tmp_path / "short.onnx").node) == len(graph.node)
     from edgekit.backends.onnxruntime_backend import make_session
 
-    x = torch.randn(3, 2, 270, 163)
-    got = make_session(path, threads=1).run(None, {"input": x.numpy()})
+    xa, xp = torch.randn(3, 163, 8), torch.randn(3, 163, 8)
+    got = make_session(tmp_path / "m.onnx", threads=1).run(
+        None, {"xa": xa.numpy(), "xp": xp.numpy()})
     with torch.inference_mode():
-        want = model(x)
+        want = block(xa, xp, None)
+        block.coupling.data.zero_()  # the check can fail: a scan that lost the coupling
+        uncoupled = block(xa, xp, None)
+    assert (uncoupled[0] - want[0]).abs().max() > 1e-3
+    assert (uncoupled[2] - want[2]).abs().max() > 0.1
     for g, w in zip(got, want, strict=True):
-        np.testing.assert_allclose(g, w.numpy(), atol=1e-4, rtol=1e-3)
+        np.testing.assert_allclose(g, w.numpy(), atol=1e-5, rtol=1e-4)
+
+
+class _ScanOnly(torch.nn.Module):
+    def forward(self, *terms: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return scan_for_export(*terms)
+
+
+@torch.no_grad()
+def test_scan_operator_matches_the_closed_form(tmp_path):
+    """The lowered Scan alone (its body written in ONNX, not traced from step_scan), on a
+    coupled recurrence from a carried state, against the O(L²) closed form."""
+    from edgekit.backends.onnxruntime_backend import make_session
+
+    for seq in (1, 7):
+        ssm_a, ssm_p, pa, pp, w, h0 = _streams(seq, batch=2, seq=seq)
+        decay, share, drive, kappa = _terms(ssm_a, ssm_p, pa, pp, w)
+        dt, u, b, c = (torch.stack([pa[i], pp[i]], 2) for i in (2, 0, 3, 4))
+        A, _ = scan_constants(torch.stack([ssm_a.A(), ssm_p.A()]), w)
+        h = h0.transpose(-1, -2)
+        path = tmp_path / f"scan-{seq}.onnx"
+        export_graph(_ScanOnly(), (dt, u, b, c, A, share, h), path, opset=18,
+                     input_names=["dt", "u", "b", "c", "A", "share", "h"],
+                     output_names=["y", "last"], dynamo=False)
+        assert [n.op_type for n in onnx.load(str(path)).graph.node].count("Scan") == 1
+        feed = dict(zip(["dt", "u", "b", "c", "A", "share", "h"],
+                        (t.numpy() for t in (dt, u, b, c, A, share, h)), strict=True))
+        session = make_session(path, threads=1)
+        y, last = session.run(None, {i.name: feed[i.name] for i in session.get_inputs()})
+        states = reference_scan(decay, kappa, drive, h)
+        want = torch.einsum("blsne,blsn->blse", states, c)
+        np.testing.assert_allclose(y, want.numpy(), atol=1e-5, rtol=1e-4)
+        np.testing.assert_allclose(last, states[:, -1].numpy(), atol=1e-5, rtol=1e-4)
 
 
 @torch.no_grad()
