@@ -7,18 +7,21 @@ same interleaved rounds (``common.run_rounds``: each round visits every case onc
 rotating, so a burst of load spoils one round of every case):
 
 1. **Scan forms**, the coupled recurrence h_t = ā_t ⊙ h_{t-1} + κ_t ⊙ flip(h_{t-1}) + v_t alone on
-   given terms (B = 1, a (2, 16, 64) state): the plain loop the model exports
-   (``ssm.step_scan``, about six nodes per packet), against a work-efficient pairwise reduction
+   given terms (B = 1, a (2, 16, 64) state): the plain loop the model exported up to 150
+   packets before its recurrence became a ``Scan`` (``ssm.step_scan``, about six nodes per
+   packet), against a work-efficient pairwise reduction
    (``pairwise_scan`` below, k levels): each level composes the 2x2 transitions of neighbouring
    packets in a few whole-frame operations, so the sequential loop shrinks to L / 2^k steps and
    the graph to a fraction of the nodes, at about twice the arithmetic. It tests the one
    assumption that could make a standard-op scan faster: that the loop's cost is per-node
    overhead. And ONNX's own ``Scan`` operator with the plain loop's step as its body
-   (``scan_op_graph``; built by hand, torch.onnx does not emit it): a graph of constant size,
-   no frames to split or states to concatenate, a subgraph run per packet instead.
-2. **Whole model**: the baseline, WiFi-Mamba as exported, and WiFi-Mamba with the recurrence
+   (``scan_op_graph``, batch-major, the states as its output): a graph of constant size, no
+   frames to split or states to concatenate, a subgraph run per packet instead. (The model's
+   own Scan, ``onnx_scan.py``, also scans time-major and reads C · h out in its body.)
+2. **Whole model**: the baseline, WiFi-Mamba as exported (its recurrence one ``Scan``), and
+   WiFi-Mamba with the recurrence
    replaced by one elementwise product of its terms (the states are then ā ⊙ v: everything else
-   in the graph is kept, the decay and drive included; the frame is one chunk at every length),
+   in the graph is kept, the decay and drive included; unrolled, one chunk at every length),
    which bounds what any scan in standard ops could reach inside this graph.
 
     python benchmarks/wifi_mamba_ort_floor.py [--rounds 7] [--levels 3] [--quick]
@@ -177,9 +180,9 @@ def model_cases(tmp: Path, lengths: list[int]) -> tuple[dict, dict]:
                                   ("wifi-mamba, no recurrence", "wifi-mamba", stand_in_scan)):
             torch.manual_seed(0)
             model = create_model(entry).eval()
-            if scan is not None:  # one chunk at every length, so the stand-in replaces it all
+            if scan is not None:  # one unrolled chunk at every length: the stand-in is it all
                 for block in model.blocks:
-                    block.chunk = length
+                    block.chunk, block.onnx_scan = length, False
             path = tmp / f"model-{len(cases)}.onnx"
             ssm.step_scan = scan or original
             try:

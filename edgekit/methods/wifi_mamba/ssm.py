@@ -46,12 +46,15 @@ benchmarks/wifi_mamba_scan_ab.py).
 Eager inference on a CPU runs the recurrence as one compiled kernel instead
 (``edgekit.kernels.wifi_mamba_scan``, ``dual_selective_scan(fused=True)``; WiFi-Mamba's blocks
 choose it wherever ``fused_applies``): one pass over the state per packet, no gradient, no
-trace. A graph can hold no such kernel, and on ONNX Runtime's CPU provider that is what is
-left: the plain loop alone (splitting the terms into packets, six nodes a step, the states put
-back together) costs about 9.7 µs per packet and block here, half of WiFi-Mamba's time at 100
-packets; with the terms themselves (whole-frame elementwise passes) and the model around the
-scan, WiFi-Mamba runs at 0.76-0.97x the transformer's speed at 50-200 packets (three 7-round
-runs), whose few matrix products run at GEMM speed. ONNX Runtime's own recurrent kernels do not
+trace. A graph can hold no such kernel. Under ``torch.onnx.export`` the recurrence is written
+as one standard ONNX ``Scan`` operator instead (``onnx_scan.py``; ``onnx_scan=False`` keeps the
+unrolled forms below): a subgraph of seven nodes run per packet, inputs sliced without
+splitting, C · h read out inside it, and a graph of one size at every length. Unrolled, the
+plain loop alone (splitting the terms into packets, six nodes a step, the states put back
+together) cost about 9.7 µs per packet and block, half of WiFi-Mamba's time at 100 packets, and
+WiFi-Mamba ran at 0.76-0.97x the transformer's speed at 50-200 packets on ONNX Runtime (three
+7-round runs); with the Scan 1.04-1.31x at 20-200 packets and 1.2-2.1x faster than unrolled
+(benchmarks/README.md). ONNX Runtime's own recurrent kernels do not
 help (measured at 100 packets, one thread): its ``GRU``, which with an identity candidate
 activation ("Affine"), reset gate 1 and z = ā computes this recurrence (exactly only with all
 2,048 states as hidden units, the coupling as its recurrent weight matrix), took 4,500 µs a
@@ -68,8 +71,8 @@ the loop is bound by passes over memory, not by per-node overhead. An SSD-style 
 but changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
 cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
 (no flip) the same outputs bit for bit at 0.87-1.07x the speed; neither was kept.
-Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX (unrolled at the
-exported length) and returns the final states that the persistent memory carries.
+Everything is fixed-shape tensor arithmetic or a Scan, so the scan exports to ONNX and returns
+the final states that the persistent memory carries.
 """
 from __future__ import annotations
 
