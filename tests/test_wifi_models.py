@@ -185,7 +185,7 @@ def _export_block(block: torch.nn.Module, seq: int, path) -> onnx.GraphProto:
 
 
 @pytest.mark.parametrize("onnx_scan", [True, False], ids=["scan-operator", "unrolled-chunks"])
-def test_block_exports_to_onnx_at_any_batch(tmp_path, onnx_scan):
+def test_block_exports_to_onnx_at_any_batch(tmp_path, capfd, onnx_scan):
     """163 packets: one ONNX Scan operator, or unrolled on the chunked path with the last chunk
     padded; ONNX Runtime against torch at a batch other than the exported one, with a coupling
     and steps (Δ near 1) that make a wrong scan show. The Scan graph has one size at every
@@ -200,6 +200,7 @@ def test_block_exports_to_onnx_at_any_batch(tmp_path, onnx_scan):
         ssm.dt_proj.bias.data.fill_(1.0)
     block.onnx_scan = onnx_scan
     graph = _export_block(block, 163, tmp_path / "m.onnx")
+    assert "shape inference" not in capfd.readouterr().err  # the marker node's types are set
     assert sum(n.op_type == "Scan" for n in graph.node) == (1 if onnx_scan else 0)
     assert {n.domain for n in graph.node} == {""}  # no edgekit node left unlowered
     if onnx_scan:

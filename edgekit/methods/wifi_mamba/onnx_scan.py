@@ -39,7 +39,11 @@ class _CoupledScan(torch.autograd.Function):
 
     @staticmethod
     def symbolic(g: Any, decay: Any, share: Any, drive: Any, h: Any, c: Any) -> Any:
-        return g.op(f"edgekit::{OP_TYPE}", decay, share, drive, h, c, outputs=2)
+        y, last = g.op(f"edgekit::{OP_TYPE}", decay, share, drive, h, c, outputs=2)
+        sizes = decay.type().varyingSizes()  # (L, B, 2, N, E), None where dynamic
+        y.setType(decay.type().with_sizes([*sizes[:3], sizes[4]]))  # the trace's shape checks
+        last.setType(h.type())
+        return y, last
 
 
 def scan_for_export(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
