@@ -179,6 +179,19 @@ def step_floor_us(tmp: Path, rounds: int, state: tuple[int, int] = (16, 64)) -> 
             "nodes_per_packet": (nodes[400] - nodes[100]) / 300}
 
 
+def speed_verdicts(backend: str, ratios: dict[tuple[str, int], list[float]]) -> list[dict]:
+    """Issue 19's speed target on one backend: WiFi-Mamba at least as fast as the baseline at
+    every length, judged on the medians of the per-round ratios and on every single round."""
+    mine = [v for (b, _), v in ratios.items() if b == backend]
+    lowest_median = min(median(v) for v in mine)
+    lowest_round = min(min(v) for v in mine)
+    target = f"{backend}: wifi-mamba at least as fast as wifi-petr at every length"
+    return [{"target": f"{target} (median of rounds)", "value": round(lowest_median, 3),
+             "met": lowest_median >= 1},
+            {"target": f"{target} (every round)", "value": round(lowest_round, 3),
+             "met": lowest_round >= 1}]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
@@ -289,7 +302,11 @@ def main() -> None:
     print(f"\nONNX Runtime, the plain loop alone ({floor['nodes_per_packet']:.0f} nodes a packet): "
           f"{floor['us_per_packet']:.2f} us a packet (rounds {min(floor['rounds_us']):.2f}-"
           f"{max(floor['rounds_us']):.2f})\n{floor_table}")
+    verdicts = [verdict for backend in BACKENDS for verdict in speed_verdicts(backend, ratios)]
+    for v in verdicts:
+        print(f"{'met' if v['met'] else 'NOT met'}: {v['target']} (lowest {v['value']:.2f})")
     write_result("wifi_mamba", {
+        "verdicts": verdicts,
         "step_floor": floor,
         "settings": {**vars(args), "lengths": lengths, "batch": 1,
                      "backends": ["torch eager", "onnxruntime CPUExecutionProvider"],

@@ -23,7 +23,7 @@ from edgekit.exporters.artifact import (
     file_record,
     task_record,
 )
-from edgekit.exporters.lowering import DOMAIN, lower_custom_ops
+from edgekit.exporters.lowering import lower_custom_ops
 from edgekit.exporters.reference import (
     DYNAMIC_VALIDATION_BATCHES,
     REFERENCE_FILE,
@@ -65,8 +65,6 @@ def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path:
         kwargs["dynamic_axes"] = {n: {axes.get(n, 0): "batch"} for n in input_names + output_names}
     if dynamo:
         kwargs["external_data"] = False
-    else:  # nodes a model marks for lowering (``lowering.py``), rewritten before the checks
-        kwargs["custom_opsets"] = {DOMAIN: 1}
     # The exporter logs a warning per missing torchvision op and prints progress; neither
     # concerns the user of a model that uses no torchvision op.
     with quiet("torch.onnx._internal.exporter._registration"):
