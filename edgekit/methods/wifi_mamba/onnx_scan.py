@@ -6,7 +6,7 @@ per-node cost some 1,200 times per block at 100 packets, plus splitting whole fr
 into packets and concatenating the states again. ``Scan`` runs the step as a subgraph over the
 time axis instead: its inputs are sliced without splitting, each step writes its read-out
 C · h (2 x E values, not the 2 x N x E state) straight into the output, and the graph has the
-same ~280 nodes at every length. The terms are made time-major so that the scanned axis is the
+same ~290 nodes at every length. The terms are made time-major so that the scanned axis is the
 outermost (ONNX Runtime transposes any other axis to the front first). Measured in
 benchmarks/wifi_mamba.py against the unrolled graphs it replaces.
 

@@ -53,7 +53,7 @@ splitting, C · h read out inside it, and a graph of one size at every length. U
 plain loop alone (splitting the terms into packets, six nodes a step, the states put back
 together) cost about 9.7 µs per packet and block, half of WiFi-Mamba's time at 100 packets, and
 WiFi-Mamba ran at 0.76-0.97x the transformer's speed at 50-200 packets on ONNX Runtime (three
-7-round runs); with the Scan 1.04-1.31x at 20-200 packets and 1.2-2.1x faster than unrolled
+7-round runs); with the Scan 1.06-1.38x at 20-200 packets and 1.18-1.99x faster than unrolled
 (benchmarks/README.md). ONNX Runtime's own recurrent kernels do not
 help (measured at 100 packets, one thread): its ``GRU``, which with an identity candidate
 activation ("Affine"), reset gate 1 and z = ā computes this recurrence (exactly only with all
