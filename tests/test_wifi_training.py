@@ -221,3 +221,17 @@ def test_body_frame_loss_ignores_place_and_heading_but_not_shape():
     moved.requires_grad_(True)
     body_frame_l1(moved * 1.1, gt).backward()
     assert torch.isfinite(moved.grad).all() and moved.grad.abs().sum() > 0
+
+
+def test_selection_record_of_a_diverged_run_is_valid_json():
+    import numpy as np
+
+    from edgekit.methods.wifi_mamba.dataset import selection_record
+
+    held = PoseSplit(np.zeros((8, 1)), np.zeros((8, 3, 14, 3)), np.ones(8, int), np.zeros(8, int))
+    record = selection_record(held, 0.1, 2, [[2, float("nan")], [4, 30.0], [6, float("inf")]])
+    assert record["validation_mpjpe_mm"] == [[2, None], [4, 30.0], [6, None]]
+    assert (record["kept_step"], record["kept_validation_mpjpe_mm"]) == (4, 30.0)
+    diverged = selection_record(held, 0.1, 2, [[2, float("nan")]])
+    assert diverged["kept_step"] is None
+    json.dumps([record, diverged], allow_nan=False)  # no NaN token in a --json report

@@ -177,9 +177,11 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
 
 def selection_record(held, fraction: float, validate_every: int,
                      curve: list[list[float]]) -> dict[str, object]:
-    """What model selection saw and kept: the validation MPJPE curve ([step, mm]) and the step
-    whose weights the model ended with (the best finite score; none if every score was NaN)."""
-    scored = [c for c in curve if np.isfinite(c[1])]
+    """What model selection saw and kept: the validation MPJPE curve ([step, mm]; a non-finite
+    score as None, so the record stays valid JSON) and the step whose weights the model ended
+    with (the best finite score; None if there was none)."""
+    curve = [[step, float(mm) if np.isfinite(mm) else None] for step, mm in curve]
+    scored = [c for c in curve if c[1] is not None]
     kept = min(scored, key=lambda c: c[1]) if scored else None
     return {"fraction": fraction, "sequences": int(len(np.unique(held.sequence))),
             "frames": int(len(held.x)), "validate_every": validate_every,
