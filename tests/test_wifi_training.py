@@ -122,7 +122,10 @@ def test_entry_training_selects_on_held_out_training_sequences():
     torch.manual_seed(0)
     model = create_model("wifi-petr")
 
+    notes = []
+
     def progress(update) -> None:  # the last of the 4 steps goes wrong
+        notes.append(update.note)
         if update.done == update.total == 4:
             _spoil(model)
 
@@ -134,6 +137,8 @@ def test_entry_training_selects_on_held_out_training_sequences():
     assert [step for step, _ in curve] == [1, 2, 3, 4] and result.details["steps"] == 4
     assert record["kept_validation_mpjpe_mm"] == min(mm for _, mm in curve) < curve[-1][1]
     assert record["kept_step"] == min(curve, key=lambda c: c[1])[0]
+    assert notes[0] == "" and notes[1].startswith("loss ")  # nothing validated yet
+    assert notes[2].endswith(f"best validation {curve[0][1]:.1f} mm")  # after step 1's score
     _, held = hold_out(to_split(data.x_train, data.y_train), 0.25, seed=0)  # the same draw
     assert evaluate_pose_model(result.model, held)["all"]["mpjpe_mm"] == pytest.approx(
         record["kept_validation_mpjpe_mm"], rel=1e-6)  # the model ends with the kept weights

@@ -9,6 +9,7 @@ and its variant ``station`` (``--data wifi-pose-sim:station``: one person on a m
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import time
@@ -25,7 +26,9 @@ from edgekit.methods.wifi_mamba.simulator import PoseData, Station, simulate_dat
 from edgekit.registry import ModelEntry, TaskSpec
 
 if TYPE_CHECKING:
-    from edgekit.progress import Progress
+    from collections.abc import Callable
+
+    from edgekit.progress import Progress, ProgressUpdate
     from edgekit.training import TrainResult
 
 FRAMES_PER_SEQUENCE = 8
@@ -149,6 +152,12 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
         except ValueError as exc:
             raise UsageError(f"cannot hold out {validation:g} of {dataset.name}'s training "
                              f"sequences for validation: {exc}") from exc
+    progress, validated = _noting_best(progress, curve)
+
+    def on_validate(step: int, mm: float) -> None:
+        curve.append([step, mm])
+        validated()
+
     windows = len(_windows(split.sequence, 4))
     steps = max(1, epochs * windows // settings.batch_size)
     started = time.perf_counter()
@@ -161,7 +170,7 @@ def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                                    batch=settings.batch_size, lr=settings.lr, seed=seed,
                                    max_steps=None if seconds else steps, on_step=on_step,
                                    validation=held, validate_every=validate_every,
-                                   on_validate=lambda step, mm: curve.append([step, mm]))
+                                   on_validate=on_validate)
     test = to_split(dataset.x_test, dataset.y_test)
     details = {"steps": steps, "test": evaluate_pose_model(model, test),
                "baselines": baselines(split, test)}
@@ -187,6 +196,27 @@ def selection_record(held, fraction: float, validate_every: int,
             "frames": int(len(held.x)), "validate_every": validate_every,
             "validation_mpjpe_mm": curve, "kept_step": kept[0] if kept else None,
             "kept_validation_mpjpe_mm": kept[1] if kept else None}
+
+
+def _noting_best(progress: Progress | None,
+                 curve: list[list[float]]) -> tuple[Progress | None, Callable[[], None]]:
+    """``progress`` with the best validation MPJPE so far beside the loss (model selection),
+    and a callback that shows a new score at once (the last one comes after the last step)."""
+    last: list[ProgressUpdate] = []
+
+    def report(update: ProgressUpdate) -> None:
+        last[:] = [update]
+        scored = [mm for _, mm in curve if np.isfinite(mm)]
+        if scored and progress is not None:
+            update = dataclasses.replace(update, note=f"{update.note}, best validation "
+                                                      f"{min(scored):.1f} mm".lstrip(", "))
+        if progress is not None:
+            progress(update)
+
+    def validated() -> None:
+        if last:
+            report(last[0])
+    return (report if progress is not None else None), validated
 
 
 def _seconds_steps(progress: Progress | None, label: str, seconds: float):
