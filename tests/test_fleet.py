@@ -33,21 +33,27 @@ class Cluster:
         self.scheduler = subprocess.Popen([*EXE, "fleet", "scheduler", "--port", "0"],
                                           stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                           text=True, start_new_session=True)
-        self.address = self._listening()
         self.workers: dict[str, subprocess.Popen] = {}
+        try:
+            self.address = self._listening()
+        except BaseException:
+            self.close()  # no scheduler left running after a failed start
+            raise
 
     def _listening(self) -> str:
         sel = selectors.DefaultSelector()
         sel.register(self.scheduler.stderr, selectors.EVENT_READ)
-        deadline = time.monotonic() + START_S
-        while time.monotonic() < deadline:
+        started, said = time.monotonic(), []
+        while time.monotonic() < started + START_S:
             if sel.select(timeout=1.0):
                 line = self.scheduler.stderr.readline()
                 if line.startswith("fleet scheduler listening on "):
                     return line.split()[-1]
                 if not line:
                     break
-        raise RuntimeError("the scheduler did not start")
+                said.append(line.rstrip())
+        raise RuntimeError(f"the scheduler did not start in {time.monotonic() - started:.0f} s "
+                           f"(exit code {self.scheduler.poll()}); it said: {said[-8:]}")
 
     def add(self, name: str, device: str) -> None:
         self.workers[name] = subprocess.Popen(
