@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
+import queue
 import signal
 import subprocess
 import sys
@@ -41,17 +41,24 @@ class Cluster:
             raise
 
     def _listening(self) -> str:
-        sel = selectors.DefaultSelector()
-        sel.register(self.scheduler.stderr, selectors.EVENT_READ)
+        """The address from the scheduler's "listening" line. The lines are read by a thread:
+        select() on the pipe beside a buffered readline() missed the line whenever one read had
+        taken it into the buffer with the lines before it (a loaded machine, where the scheduler
+        writes them all before the test reads), and waited out START_S on a running scheduler."""
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(x) for x in self.scheduler.stderr],
+                         daemon=True).start()
         started, said = time.monotonic(), []
-        while time.monotonic() < started + START_S:
-            if sel.select(timeout=1.0):
-                line = self.scheduler.stderr.readline()
-                if line.startswith("fleet scheduler listening on "):
-                    return line.split()[-1]
-                if not line:
-                    break
-                said.append(line.rstrip())
+        while (left := started + START_S - time.monotonic()) > 0:
+            try:
+                line = lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                if self.scheduler.poll() is not None and lines.empty():
+                    break  # exited without saying where it listens
+                continue
+            if line.startswith("fleet scheduler listening on "):
+                return line.split()[-1]
+            said.append(line.rstrip())
         raise RuntimeError(f"the scheduler did not start in {time.monotonic() - started:.0f} s "
                            f"(exit code {self.scheduler.poll()}); it said: {said[-8:]}")
 
