@@ -45,6 +45,26 @@ class ExportSettings:
 
 
 @dataclass(frozen=True)
+class StreamSpec:
+    """A model's streaming form (``edgekit export --stream``): one step that takes the state the
+    model carries between calls as extra inputs and returns the next state as extra outputs, so
+    a deployed graph keeps its memory across calls as the model does in PyTorch.
+
+    ``step(model)`` is a module ``(*inputs, *state) -> (*outputs, *next_state)``;
+    ``initial_state(model, batch)`` the state a fresh stream starts from; ``state_names`` the
+    graph inputs that carry it (the outputs are ``<name>_out``)."""
+
+    step: Callable[[nn.Module], nn.Module]
+    initial_state: Callable[[nn.Module, int], tuple[torch.Tensor, ...]]
+    state_names: tuple[str, ...]
+    description: str  # what the state is, for the manifest and --help
+
+    @property
+    def next_names(self) -> tuple[str, ...]:
+        return tuple(f"{name}_out" for name in self.state_names)
+
+
+@dataclass(frozen=True)
 class TrainSettings:
     epochs: int = 30
     batch_size: int = 64
@@ -74,6 +94,7 @@ class ModelEntry:
     # evaluator(model, x_test, y_test) -> the task metric.
     trainer: Callable[..., Any] | None = None
     evaluator: Callable[[nn.Module, Any, Any], float] | None = None
+    stream: StreamSpec | None = None  # a state-carrying step to export (``--stream``)
 
     def config_for(self, variant: str | None = None, **overrides: Any) -> dict[str, Any]:
         """The full config of a variant, with explicit overrides applied last."""

@@ -121,6 +121,16 @@ def _describe_build(build: EngineBuildConfig, ranges: tuple[ShapeRange, ...], dy
     return lines
 
 
+def _stream_note(manifest: dict[str, Any]) -> str:
+    """A streaming model's contract, where the artifact is one (``export --stream``)."""
+    stream = manifest.get("stream")
+    if not stream:
+        return ""
+    return (f"\nThis is a **streaming** model: {stream['usage']} "
+            f"({stream['description']}). `{REFERENCE_FILE}` holds a carried state, so the "
+            f"checks below exercise it.\n")
+
+
 def render_readme(name: str, manifest: dict[str, Any], build: EngineBuildConfig,
                   ranges: tuple[ShapeRange, ...], dynamic: bool,
                   samples: CalibrationSamples | None, has_cache: bool,
@@ -183,7 +193,7 @@ engine runs only on the GPU model and TensorRT version that built it, so it is b
 The build asked for:
 
 {chr(10).join(_describe_build(build, ranges, dynamic, samples, batch_note))}
-
+{_stream_note(manifest)}
 ## 1. Install on the Jetson (once)
 
 JetPack ships TensorRT with its Python bindings (`python3 -c "import tensorrt"`). edgekit drives

@@ -23,6 +23,7 @@ from edgekit.exporters.artifact import (
     file_record,
     task_record,
 )
+from edgekit.exporters.graph_form import STREAM_VALIDATION_FRAMES, GraphForm, graph_form
 from edgekit.exporters.lowering import lower_custom_ops
 from edgekit.exporters.reference import (
     DYNAMIC_VALIDATION_BATCHES,
@@ -114,26 +115,30 @@ def _io_records(path: Path) -> tuple[list[dict], list[dict]]:
     return inputs, [record(v) for v in graph.output]
 
 
-def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
+def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
                   atol: float, rtol: float) -> ValidationReport:
     """Run ONNX Runtime and PyTorch on ``VALIDATION_DRAWS`` draws of the entry's example
-    inputs at each batch size (``validation_seeds``)."""
+    inputs at each batch size (``validation_seeds``); a stream on a chain of
+    ``STREAM_VALIDATION_FRAMES`` frames from its initial state, each side fed its own state."""
     from edgekit.backends import OnnxRuntimeRunner
 
-    task = source.entry.task
-    input_names = [task.input_name]
     actual: dict[str, list[np.ndarray]] = {}
     reference: dict[str, list[np.ndarray]] = {}
-    with OnnxRuntimeRunner(path, threads=1) as runner, torch.inference_mode():
-        for size, seed in ((b, seed) for b in batches for seed in validation_seeds(b)):
-            inputs = source.entry.example_inputs(batch=size, seed=seed)
-            feed = {n: t.numpy() for n, t in zip(input_names, inputs, strict=False)}
-            ort_out = runner.infer(feed)
-            torch_out = source.model(*inputs)
-            torch_out = torch_out if isinstance(torch_out, (tuple, list)) else (torch_out,)
-            for name, ref in zip(task.output_names, torch_out, strict=False):
-                reference.setdefault(name, []).append(ref.numpy())
-                actual.setdefault(name, []).append(ort_out[name])
+    with OnnxRuntimeRunner(path, threads=1) as runner:
+        for size in batches:
+            if form.stream is not None:
+                got, want = form.chain(size, validation_seeds(size)[0],
+                                       STREAM_VALIDATION_FRAMES, runner.infer)
+            else:
+                got, want = [], []
+                for seed in validation_seeds(size):
+                    inputs = form.frame(size, seed)
+                    got.append(runner.infer(form.feed(inputs)))
+                    want.append(form.run(inputs))
+            for ort_out, torch_out in zip(got, want, strict=True):
+                for name in form.output_names:
+                    reference.setdefault(name, []).append(torch_out[name])
+                    actual.setdefault(name, []).append(ort_out[name])
     flat_a = {n: np.concatenate([a.ravel() for a in v]) for n, v in actual.items()}
     flat_r = {n: np.concatenate([r.ravel() for r in v]) for n, v in reference.items()}
     shapes_ok = all(a.shape == r.shape
@@ -143,18 +148,23 @@ def validate_onnx(path: Path, source: ModelSource, batches: tuple[int, ...],
                      if any(a.shape != r.shape
                             for a, r in zip(actual[n], reference[n], strict=False)))
         raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
-    return compare_outputs(flat_a, flat_r, atol, rtol, against="torch",
-                           inputs=f"entry example inputs, batch {', '.join(map(str, batches))}"
-                                  f" ({VALIDATION_DRAWS} draws each)")
+    sizes = ", ".join(map(str, batches))
+    what = (f"a stream of {STREAM_VALIDATION_FRAMES} frames of entry example inputs from the "
+            f"initial state, each runtime fed its own state, batch {sizes}"
+            if form.stream is not None else
+            f"entry example inputs, batch {sizes} ({VALIDATION_DRAWS} draws each)")
+    return compare_outputs(flat_a, flat_r, atol, rtol, against="torch", inputs=what)
 
 
 def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,
                 batch: int = 1, dynamic_batch: bool = False, device: str | None = None,
                 atol: float | None = None, rtol: float | None = None,
-                force: bool = False) -> ExportResult:
+                force: bool = False, stream: bool = False) -> ExportResult:
     """Export ``source`` to an artifact folder; raises ValidationFailed beyond tolerance.
 
-    An existing ``out_dir`` that edgekit did not write is replaced only with ``force``."""
+    ``stream``: export the entry's streaming step (``graph_form``: the state in, the next state
+    out) rather than one call from a fresh state. An existing ``out_dir`` that edgekit did not
+    write is replaced only with ``force``."""
     settings = source.entry.export
     opset = settings.opset if opset is None else opset
     if not MIN_OPSET <= opset <= MAX_OPSET:
@@ -164,22 +174,22 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
     atol = settings.atol if atol is None else atol
     rtol = settings.rtol if rtol is None else rtol
     task = source.entry.task
+    form = graph_form(source, stream)
     started = time.perf_counter()
     spiking = make_spiking_net_fire(source)
-    inputs = source.entry.example_inputs(batch=2 if dynamic_batch else batch)
+    inputs = form.example_inputs(2 if dynamic_batch else batch, seed=0)
     cost = model_cost(source.model, source.entry.example_inputs(batch=1))
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
-        simplifier = export_graph(source.model.eval(), inputs, model_path, opset=opset,
-                                  input_names=[task.input_name],
-                                  output_names=list(task.output_names), dynamo=settings.dynamo,
-                                  dynamic_batch=dynamic_batch)
+        simplifier = export_graph(form.module.eval(), inputs, model_path, opset=opset,
+                                  input_names=form.input_names, output_names=form.output_names,
+                                  dynamo=settings.dynamo, dynamic_batch=dynamic_batch)
         batches = DYNAMIC_VALIDATION_BATCHES if dynamic_batch else (batch,)
-        report = validate_onnx(model_path, source, batches, atol, rtol)
+        report = validate_onnx(model_path, form, batches, atol, rtol)
         if not report.passed:
             raise ValidationFailed(report, f"export of {source.name}")
         in_rec, out_rec = _io_records(model_path)
-        reference = make_reference(source, max(batches))
+        reference = make_reference(form, max(batches))
         save_reference(staging / REFERENCE_FILE, reference)
         if spiking is not None:
             from edgekit.spiking.layers import mean_firing_rate
@@ -201,7 +211,8 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "flops_per_sample": cost.flops_per_sample,
             "simplifier": simplifier,
             "validation": report.to_dict(),
-            "reference": reference_record(reference),
+            "reference": reference_record(reference, form),
+            **({"stream": form.record()} if form.stream is not None else {}),
             **({"spiking": spiking} if spiking is not None else {}),
             "target_device": device,
             "files": {MODEL_FILE: file_record(model_path),

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.exporters.graph_form import REFERENCE_WARM_FRAMES, GraphForm, graph_form
 from edgekit.exporters.validate import is_constant
 from edgekit.fileio import atomic_write_bytes
 from edgekit.targets import ModelSource
@@ -70,23 +71,19 @@ def load_arrays(path: str | Path) -> tuple[dict[str, np.ndarray], dict[str, np.n
     return inputs, outputs
 
 
-def torch_outputs(source: ModelSource, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """PyTorch FP32 eager outputs of ``source`` on ``inputs`` (CPU)."""
-    task = source.entry.task
-    tensors = [torch.from_numpy(np.ascontiguousarray(inputs[task.input_name]))]
-    with torch.inference_mode():
-        out = source.model.eval()(*tensors)
-    outs = out if isinstance(out, (tuple, list)) else (out,)
-    return {name: o.detach().float().cpu().numpy()
-            for name, o in zip(task.output_names, outs, strict=False)}
+def torch_outputs(form: GraphForm, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PyTorch FP32 eager outputs of ``form`` on ``inputs`` (CPU), by output name."""
+    missing = [n for n in form.input_names if n not in inputs]
+    if missing:
+        raise UsageError(f"the reference has no input {', '.join(missing)}")
+    return form.run([torch.from_numpy(np.ascontiguousarray(inputs[n])) for n in form.input_names])
 
 
-def make_reference(source: ModelSource, batch: int) -> Reference:
-    """The entry's deterministic example inputs at ``batch`` and PyTorch's outputs on them."""
-    task = source.entry.task
-    (x,) = source.entry.example_inputs(batch=batch, seed=REFERENCE_SEED)
-    inputs = {task.input_name: x.numpy()}
-    return Reference(inputs, torch_outputs(source, inputs))
+def make_reference(form: GraphForm, batch: int) -> Reference:
+    """The form's deterministic example inputs at ``batch`` (a stream's state carried through a
+    few frames) and PyTorch's outputs on them."""
+    inputs = form.feed(form.example_inputs(batch, seed=REFERENCE_SEED))
+    return Reference(inputs, torch_outputs(form, inputs))
 
 
 # Samples of the entry's own training data that set an untrained spiking net's BatchNorm statistics.
@@ -174,10 +171,13 @@ def load_reference(path: str | Path) -> Reference:
     return Reference(inputs, outputs)
 
 
-def reference_record(reference: Reference) -> dict[str, Any]:
+def reference_record(reference: Reference, form: GraphForm) -> dict[str, Any]:
     """What the manifest says about the reference (the file itself is hashed under ``files``)."""
-    return {"file": REFERENCE_FILE, "batch": reference.batch,
-            "inputs": f"entry example inputs (uniform [0, 1), seed {REFERENCE_SEED})",
+    inputs = f"entry example inputs (uniform [0, 1), seed {REFERENCE_SEED})"
+    if form.stream is not None:
+        inputs += (f"; {', '.join(form.state_names)}: the initial state carried through "
+                   f"{REFERENCE_WARM_FRAMES} frames of example inputs")
+    return {"file": REFERENCE_FILE, "batch": reference.batch, "inputs": inputs,
             "outputs": "PyTorch FP32 eager on CPU",
             "shapes": {**{f"{INPUT_PREFIX}{k}": list(v.shape)
                           for k, v in reference.inputs.items()},
@@ -282,7 +282,8 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
         expected = reference.outputs
         label = "saved PyTorch FP32 reference"
     elif against == "torch":
-        expected = torch_outputs(_torch_source(artifact), reference.inputs)
+        form = graph_form(_torch_source(artifact), stream="stream" in artifact.manifest)
+        expected = torch_outputs(form, reference.inputs)
         label = "PyTorch (FP32, run now)"
     else:
         from edgekit.backends import OnnxRuntimeRunner

@@ -46,6 +46,7 @@ class ExportOptions:
     cuda_graph: bool = False  # bundle: profile with CUDA graphs in its README's commands
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)  # --to onnx: fp16, int8
     force: bool = False  # replace an existing output folder that edgekit did not write
+    stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
 
 
 def is_artifact_folder(target: str | Path) -> bool:
@@ -69,7 +70,7 @@ def _onnx_artifact(target: str, fmt: str, options: ExportOptions,
         echo(f"exporting {source.name} to onnx first")
         result = export_onnx(source, Path(tmp) / "onnx", opset=options.opset,
                              batch=options.batch, dynamic_batch=options.dynamic_batch,
-                             device=options.device)
+                             device=options.device, stream=options.stream)
         for line in result.validation.lines():
             echo(line)
         yield load_artifact(result.folder), f"exported from {source.name} for this {fmt} export"
@@ -88,6 +89,7 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
     check_tolerances(options.atol, options.rtol)  # before any work
     if not 1 <= options.batch:
         raise UsageError(f"--batch must be at least 1, got {options.batch}")
+    _check_stream(target, to, options)
     if to == "onnx" and options.precision.precision != "fp32":
         return _export_precision(target, output, options, echo)
     if to in ("onnx", "nir"):
@@ -102,7 +104,8 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
                               force=options.force)
         return export_onnx(source, out, opset=options.opset, batch=options.batch,
                            dynamic_batch=options.dynamic_batch, device=options.device,
-                           atol=options.atol, rtol=options.rtol, force=options.force)
+                           atol=options.atol, rtol=options.rtol, force=options.force,
+                           stream=options.stream)
     build = options.engine
     if to == "tensorrt":
         from edgekit.backends import require_cuda_gpu, require_tensorrt
@@ -141,6 +144,25 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
         return write_jetson_bundle(artifact, output or f"{name}-jetson", build,
                                    calibration=calibration, cuda_graph=options.cuda_graph,
                                    force=options.force)
+
+
+def _check_stream(target: str, to: str, options: ExportOptions) -> None:
+    """Where a streaming export cannot be made, one line before any work."""
+    if not options.stream:
+        return
+    if to == "nir":
+        raise UsageError("--stream applies to ONNX, TensorRT and Jetson-bundle exports")
+    if is_artifact_folder(target):
+        raise UsageError("--stream applies when exporting from a model or checkpoint; the "
+                         "target is already an ONNX artifact",
+                         hint="an artifact exported with --stream streams already")
+    if to == "onnx" and options.precision.precision != "fp32":
+        raise UsageError(f"--stream exports FP32 ONNX; {options.precision.precision} "
+                         f"conversion of a streaming graph is not supported",
+                         hint="build a TensorRT --precision fp16 engine from it instead")
+    if options.engine.precision == "int8":
+        raise UsageError("--stream with --precision int8: calibration data hold no state "
+                         "inputs", hint="use --precision fp16 or fp32")
 
 
 def _export_precision(target: str, output: str | Path | None, options: ExportOptions,

@@ -637,6 +637,7 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
                                  "version that built it"},
             "validation": report.to_dict() if report else {"skipped": note},
             "reference": m.get("reference"),
+            **({"stream": m["stream"]} if "stream" in m else {}),
             "target_device": device or m.get("target_device"),
             "files": files,
             "export_seconds": round(time.perf_counter() - started, 3),

@@ -18,6 +18,7 @@ from edgekit.compare.spiking import spiking_fields
 from edgekit.data import DIGITS, load_dataset
 from edgekit.errors import UsageError
 from edgekit.exporters import load_artifact
+from edgekit.exporters.graph_form import graph_form
 from edgekit.exporters.onnx import validate_onnx
 from edgekit.exporters.reference import validate_artifact
 from edgekit.methods import spik4lite as s4
@@ -113,8 +114,8 @@ def test_validation_refuses_a_graph_that_outputs_zeros(checkpoints, artifact, tm
     with torch.no_grad():
         model.head.weight.zero_()
         model.head.bias.zero_()
-    report = validate_onnx(path, ModelSource(model, get_entry("spikingformer"), None), (1,),
-                           1e-4, 1e-3)
+    form = graph_form(ModelSource(model, get_entry("spikingformer"), None))
+    report = validate_onnx(path, form, (1,), 1e-4, 1e-3)
     (output,) = report.outputs
     assert output.mismatched == 0 and output.constant_reference and not report.passed
 

@@ -136,6 +136,9 @@ def _echo(line: str) -> None:
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, "
                    "./MODEL-jetson, ./MODEL-nir).")
+@click.option("--stream", is_flag=True,
+              help="Export the model's streaming step: the state it carries between calls "
+                   "(WiFi-Mamba's SSM memory) as an input, the next state as an output.")
 @click.option("--force", is_flag=True,
               help="Replace the output folder even if edgekit did not write it.")
 def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
@@ -168,7 +171,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
                             cuda_graph=values["cuda_graph"], force=values["force"],
-                            precision=precision)
+                            precision=precision, stream=values["stream"])
     try:
         result = run_export(target, output, to=fmt, options=options, echo=_echo)
     except ValidationFailed as exc:
@@ -193,6 +196,8 @@ def _show_onnx(result: Any) -> None:
     m = result.manifest
     _print_validation(result.validation.lines())
     console.print(f"validated against PyTorch on {result.validation.inputs}")
+    if "stream" in m:
+        console.print("streaming: " + m["stream"]["usage"], markup=False, highlight=False)
     console.print(f"opset {m['opset']}, batch {m['batch']}, {m['simplifier']}, "
                   f"{m['files'][m['model_file']]['bytes'] / 1024:.1f} KiB, "
                   f"{result.seconds:.1f} s")

@@ -134,6 +134,27 @@ class WiFiMamba(nn.Module):
     def config_dict(self) -> dict:
         return asdict(self.cfg)
 
+    def initial_memory(self, batch: int) -> torch.Tensor:
+        """The memory a fresh stream starts from, (B, layers, 2, E, N) zeros: the same frame as
+        ``forward_stream(x, None)``."""
+        e = self.cfg.expand * self.cfg.d_model
+        return self.queries.new_zeros(batch, self.cfg.n_layers, 2, e, self.cfg.d_state)
+
+
+class StreamStep(nn.Module):
+    """WiFi-Mamba's streaming form: one frame with the persistent SSM memory as an input and the
+    next memory as an output, ``(x, memory) -> poses, logits, memory_out``. Exported
+    (``edgekit export wifi-mamba --stream``), a deployment feeds each frame's ``memory_out`` to
+    the next frame, as ``forward_stream`` does in PyTorch and the evaluator does on held-out
+    sequences; the memory is a fixed (B, layers, 2, E, N) however long the stream."""
+
+    def __init__(self, model: WiFiMamba) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor):
+        return self.model.forward_stream(x, memory)
+
 
 # Configs: "full" is sized to the paper's 2.14M parameters (d_model 156: the state coupling has
 # 2·E·N weights per block where the former output coupling had 2·E²); "cpu" trains in minutes on
