@@ -122,6 +122,36 @@ def run_rounds(cases: dict, rounds: int, min_time: float, min_iters: int,
     return samples, loads
 
 
+def alternating_rounds(groups: list[dict[str, Callable[[], Any]]], rounds: int,
+                       calls: int) -> tuple[dict[str, list[float]], list[float]]:
+    """Per case, the median seconds of a call in each round. Within a group the cases alternate
+    call by call (``calls`` each), so a change in the host's speed reaches them alike; the
+    order of the groups rotates between rounds. Returns the samples and the 1-minute load
+    average at the start of each round."""
+    import torch
+
+    samples: dict[str, list[float]] = {k: [] for group in groups for k in group}
+    loads = []
+    with torch.inference_mode():
+        for group in groups:  # warm-up
+            for fn in group.values():
+                fn()
+        for r in range(rounds):
+            loads.append(os.getloadavg()[0])
+            shift = r % len(groups)
+            for group in groups[shift:] + groups[:shift]:
+                seconds: dict[str, list[float]] = {k: [] for k in group}
+                for _ in range(calls):
+                    for key, fn in group.items():
+                        t0 = time.perf_counter()
+                        fn()
+                        seconds[key].append(time.perf_counter() - t0)
+                for key, values in seconds.items():
+                    samples[key].append(median(values))
+            print(f"round {r + 1}/{rounds} done (load {loads[-1]:.2f})", flush=True)
+    return samples, loads
+
+
 def add_device_argument(parser: Any) -> None:
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
                         help="where torch runs (cuda: GPU timings synchronised, NVML energy "
