@@ -16,6 +16,7 @@ import psutil
 import pytest
 from click.testing import CliRunner
 
+from edgekit.fleet.child import DONE, RESULT_FILE, lines_of
 from tests.oneline import one_line_error
 
 distributed = pytest.importorskip("distributed", reason="the fleet extra is not installed")
@@ -45,9 +46,7 @@ class Cluster:
         select() on the pipe beside a buffered readline() missed the line whenever one read had
         taken it into the buffer with the lines before it (a loaded machine, where the scheduler
         writes them all before the test reads), and waited out START_S on a running scheduler."""
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(x) for x in self.scheduler.stderr],
-                         daemon=True).start()
+        lines = lines_of(self.scheduler.stderr)
         started, said = time.monotonic(), []
         while (left := started + START_S - time.monotonic()) > 0:
             try:
@@ -56,6 +55,8 @@ class Cluster:
                 if self.scheduler.poll() is not None and lines.empty():
                     break  # exited without saying where it listens
                 continue
+            if line is None:
+                break  # its stderr closed: it exited without saying where it listens
             if line.startswith("fleet scheduler listening on "):
                 return line.split()[-1]
             said.append(line.rstrip())
@@ -91,6 +92,42 @@ def cluster():
     made = Cluster()
     yield made
     made.close()
+
+
+def test_a_child_runs_every_job_sent_in_one_write(tmp_path):
+    """Two job lines in one write reach the child in one read: both must run. (It waited with
+    select() beside a buffered readline(), which left the second line unseen in the buffer
+    until the idle timeout ended the child with the job not run.)"""
+    jobs = [tmp_path / "a", tmp_path / "b"]
+    for job in jobs:
+        job.mkdir()  # no settings: each job fails fast, with its error in result.json
+    child = subprocess.Popen([sys.executable, "-m", "edgekit.fleet.child", "serve", "30"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        child.stdin.write("".join(f"{job}\n" for job in jobs))
+        child.stdin.flush()
+        done = [line.split()[-1] for line in _lines_until(child.stdout, DONE, 2, START_S)]
+        assert done == [str(job) for job in jobs]
+        for job in jobs:
+            assert "error" in json.loads((job / RESULT_FILE).read_text())
+        child.stdin.close()  # stdin closed: the child exits at once, not after its idle time
+        assert child.wait(timeout=30) == 0
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def _lines_until(stream, prefix: str, count: int, timeout_s: float) -> list[str]:
+    """The first ``count`` lines of ``stream`` that start with ``prefix``, within ``timeout_s``."""
+    lines, found = lines_of(stream), []
+    deadline = time.monotonic() + timeout_s
+    while len(found) < count:
+        line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
+        assert line is not None, f"the stream ended after {found}"
+        if line.startswith(prefix):
+            found.append(line.strip())
+    return found
 
 
 def _cli(*args: str) -> tuple[int, str]:

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import selectors
+import queue
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +72,34 @@ def run_one(workdir: Path) -> None:
     (workdir / RESULT_FILE).write_text(json.dumps(result))
 
 
+def lines_of(stream: Any) -> queue.Queue:
+    """The lines of ``stream`` as they arrive, then None at its end, read by a thread. (A
+    select() on the stream beside a buffered readline() misses a line that arrived in the same
+    read as the one before: it waits in Python's buffer, where select() cannot see it.)"""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in stream:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, name="edgekit-fleet-stdin", daemon=True).start()
+    return lines
+
+
 def serve(idle_s: float) -> int:
-    """Run the jobs whose folders arrive on stdin until stdin closes or none comes for
-    ``idle_s``."""
-    waiting = selectors.DefaultSelector()
-    waiting.register(sys.stdin, selectors.EVENT_READ)
-    while waiting.select(timeout=idle_s):
-        line = sys.stdin.readline()
-        if not line:
+    """Run the jobs whose folders arrive on stdin, one line each, until stdin closes or none
+    comes for ``idle_s``."""
+    lines = lines_of(sys.stdin)
+    while True:
+        try:
+            line = lines.get(timeout=idle_s)
+        except queue.Empty:
+            return 0
+        if line is None:
             return 0
         run_one(Path(line.strip()))
         print(f"{DONE} {line.strip()}", flush=True)
-    return 0
 
 
 def main(argv: list[str]) -> int:
