@@ -104,7 +104,6 @@ class GraphForm:
         return {"state": [{"input": i, "output": o}
                           for i, o in zip(self.state_names, self.next_names, strict=True)],
                 "description": self.stream.description,
-                "initial": "initial state of the entry (a fresh stream)",
                 "usage": "feed each call's outputs " + ", ".join(self.next_names)
                          + " to the next call's inputs " + ", ".join(self.state_names)}
 
