@@ -8,7 +8,7 @@ import os
 import statistics
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -122,15 +122,15 @@ def run_rounds(cases: dict, rounds: int, min_time: float, min_iters: int,
     return samples, loads
 
 
-def alternating_rounds(groups: list[dict[str, Callable[[], Any]]], rounds: int,
-                       calls: int) -> tuple[dict[str, list[float]], list[float]]:
+def alternating_rounds(groups: list[dict[Hashable, Callable[[], Any]]], rounds: int,
+                       calls: int) -> tuple[dict[Hashable, list[float]], list[float]]:
     """Per case, the median seconds of a call in each round. Within a group the cases alternate
     call by call (``calls`` each), so a change in the host's speed reaches them alike; the
     order of the groups rotates between rounds. Returns the samples and the 1-minute load
     average at the start of each round."""
     import torch
 
-    samples: dict[str, list[float]] = {k: [] for group in groups for k in group}
+    samples: dict[Hashable, list[float]] = {k: [] for group in groups for k in group}
     loads = []
     with torch.inference_mode():
         for group in groups:  # warm-up
@@ -140,7 +140,7 @@ def alternating_rounds(groups: list[dict[str, Callable[[], Any]]], rounds: int,
             loads.append(os.getloadavg()[0])
             shift = r % len(groups)
             for group in groups[shift:] + groups[:shift]:
-                seconds: dict[str, list[float]] = {k: [] for k in group}
+                seconds: dict[Hashable, list[float]] = {k: [] for k in group}
                 for _ in range(calls):
                     for key, fn in group.items():
                         t0 = time.perf_counter()

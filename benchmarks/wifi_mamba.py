@@ -43,7 +43,7 @@ import numpy as np
 import onnx
 import torch
 import torch.nn.functional as F
-from common import markdown_table, median, write_result
+from common import alternating_rounds, markdown_table, median, write_result
 from torch import nn
 
 from edgekit.backends.onnxruntime_backend import make_session
@@ -228,25 +228,10 @@ def main() -> None:
         else:
             exports[(name, length)]["session"].run(None, {"input": inputs[length].numpy()})
 
-    times: dict[tuple, list[float]] = {c: [] for c in cases}
-    groups = [[c for c in cases if c[1:] == (backend, length)]
+    groups = [{c: (lambda c=c: call(c)) for c in cases if c[1:] == (backend, length)}
               for backend in BACKENDS for length in lengths]
-    loads = []
-    with torch.inference_mode():
-        for case in cases:  # warm-up
-            call(case)
-        for r in range(args.rounds):
-            loads.append(os.getloadavg()[0])
-            shift = r % len(groups)
-            for group in groups[shift:] + groups[:shift]:
-                calls: dict[tuple, list[float]] = {c: [] for c in group}
-                for _ in range(args.reps):  # the group's models alternate call by call
-                    for case in group:
-                        t0 = time.perf_counter()
-                        call(case)
-                        calls[case].append(time.perf_counter() - t0)
-                for case, seconds in calls.items():
-                    times[case].append(median(seconds) * 1e3)
+    seconds, loads = alternating_rounds(groups, args.rounds, args.reps)
+    times = {c: [s * 1e3 for s in v] for c, v in seconds.items()}
     ms = {c: median(v) for c, v in times.items()}
     def per_round(num: str, den: str, backend: str, length: int) -> list[float]:
         return [a / b for a, b in zip(times[(num, backend, length)], times[(den, backend, length)],
