@@ -30,7 +30,7 @@ from common import alternating_rounds, markdown_table, median, write_result
 from edgekit.backends.onnxruntime_backend import make_session
 from edgekit.exporters.onnx import export_onnx
 from edgekit.registry import create_model, get_entry
-from edgekit.targets import ModelSource
+from edgekit.targets import registry_source
 
 
 def sensitive_model() -> torch.nn.Module:
@@ -93,7 +93,7 @@ def main() -> None:
         parser.error("--rounds and --calls must be at least 1 and --frames at least 2")
     torch.set_num_threads(1)
     model = sensitive_model()
-    source = ModelSource(model, get_entry("wifi-mamba"), None)
+    source = registry_source(get_entry("wifi-mamba"), None, model)
     with tempfile.TemporaryDirectory() as tmp:
         frame = export_onnx(source, Path(tmp) / "frame").folder / "model.onnx"
         stream = export_onnx(source, Path(tmp) / "stream", stream=True).folder / "model.onnx"

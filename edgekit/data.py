@@ -145,6 +145,27 @@ def _check_finite(x: np.ndarray, where: str) -> None:
                          hint="clean or drop those samples")
 
 
+def read_npz(path: str | Path, hint: str) -> dict[str, np.ndarray]:
+    """Every array of a user's ``.npz`` (never unpickled); one line on anything else."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"data file {path} does not exist")
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        # numpy takes any unrecognised content for a pickle, which allow_pickle=False refuses
+        why = "unrecognised content" if "pickle" in str(exc) else str(exc) or type(exc).__name__
+        raise UsageError(f"{path}: not a readable .npz file ({why})", hint=hint) from exc
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise UsageError(f"{path}: holds a single array (.npy), not an .npz archive", hint=hint)
+    try:
+        with loaded as npz:
+            return {k: npz[k] for k in npz.files}
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        raise UsageError(f"{path}: not a readable .npz file ({exc or type(exc).__name__})",
+                         hint=hint) from exc
+
+
 def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
     """Load a user's ``.npz`` (``x``, ``y``, optional ``x_test``, ``y_test``) for ``task``."""
     path = Path(path)
@@ -156,21 +177,7 @@ def load_npz(path: str | Path, task: TaskSpec) -> Dataset:
     if not path.is_file():
         raise UsageError(f"data file {path} does not exist")
     hint = "save with numpy.savez(path, x=..., y=...)"
-    try:
-        loaded = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        # numpy takes any unrecognised content for a pickle, which allow_pickle=False refuses
-        why = "unrecognised content" if "pickle" in str(exc) else str(exc) or type(exc).__name__
-        raise UsageError(f"{path}: not a readable .npz file ({why})", hint=hint) from exc
-    if not isinstance(loaded, np.lib.npyio.NpzFile):
-        raise UsageError(f"{path}: holds a single array (.npy), not an .npz archive of x and y",
-                         hint=hint)
-    try:
-        with loaded as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
-        raise UsageError(f"{path}: not a readable .npz file ({exc or type(exc).__name__})",
-                         hint=hint) from exc
+    arrays = read_npz(path, hint)
     missing = {"x", "y"} - set(arrays)
     if missing:
         raise UsageError(f"{path}: missing array(s) {', '.join(sorted(missing))}", hint=hint)

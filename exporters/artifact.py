@@ -104,7 +104,9 @@ class Artifact:
 
     @property
     def size_bytes(self) -> int:
-        return int(self.manifest["files"][self.manifest["model_file"]]["bytes"])
+        """The model file and its external data file (an imported ONNX file's weights)."""
+        files, model = self.manifest["files"], self.manifest["model_file"]
+        return sum(int(files[n]["bytes"]) for n in (model, f"{model}.data") if n in files)
 
 
 def is_artifact(path: str | Path) -> bool:

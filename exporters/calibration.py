@@ -261,20 +261,47 @@ def make_trt_calibrator(trt: Any, kind: str, batcher: CalibrationBatcher,
     return Calibrator()
 
 
+def artifact_input_spec(manifest: dict[str, Any]) -> Any:
+    """The input spec an artifact was made with (``input_spec``), else the one its graph's
+    inputs record (fixed shapes; a dynamic batch taken at 1)."""
+    from edgekit.inputs import InputField, InputSpec
+
+    if manifest.get("input_spec"):
+        return InputSpec.from_records(manifest["input_spec"])
+    return InputSpec(tuple(InputField(r["name"], tuple(d if isinstance(d, int) else 1
+                                                       for d in r["shape"]), r["dtype"])
+                           for r in manifest["inputs"]))
+
+
 def samples_for_artifact(folder: str | Path, manifest: dict[str, Any], data: str | Path | None,
                          count: int) -> CalibrationSamples:
-    """Calibration samples for an ONNX artifact: the user's ``--calib-data`` file, else the
-    artifact's own ``calibration.npz`` (a Jetson bundle), else the entry's dataset."""
+    """Calibration samples for an ONNX artifact: the user's ``--calib-data`` file (an array per
+    model input, named after it; or a dataset's ``x``, ``y``), else the artifact's own
+    ``calibration.npz`` (a Jetson bundle), else the entry's dataset."""
     from edgekit.registry import get_entry
+    from edgekit.user_data import holds_inputs, load_named_data
 
     bundled = Path(folder) / CALIBRATION_FILE
     if data is None and bundled.is_file():
         return load_samples(bundled, count)
+    spec = artifact_input_spec(manifest)
+    if data is not None and holds_inputs(data, spec):
+        named = load_named_data(data, spec)
+        arrays = {k: select_samples(v, count) for k, v in named.arrays.items()}
+        n = len(next(iter(arrays.values())))
+        return CalibrationSamples(arrays, f"{Path(data).name} ({n} of {named.count} samples, "
+                                          f"seed {SAMPLE_SEED})")
     entry_name = manifest.get("source", {}).get("entry")
+    names = ", ".join(spec.names)
+    if entry_name is None:
+        raise UsageError(f"{manifest['source']['name']} has no built-in dataset to calibrate with",
+                         hint=f"give --calib-data FILE.npz holding an array per input "
+                              f"({names})")
     try:
         entry = get_entry(entry_name)
     except UsageError as exc:
         raise UsageError(f"{folder} came from model '{entry_name}', which this edgekit does not "
                          f"know, so it has no dataset to calibrate with",
-                         hint="give --calib-data FILE.npz") from exc
+                         hint=f"give --calib-data FILE.npz holding an array per input "
+                              f"({names})") from exc
     return samples_from_dataset(entry.task, data, count)

@@ -48,8 +48,8 @@ class GraphForm:
         return self.stream.next_names if self.stream else ()
 
     def frame(self, batch: int, seed: int) -> tuple[torch.Tensor, ...]:
-        """The entry's own example inputs (without any state)."""
-        return self.source.entry.example_inputs(batch=batch, seed=seed)
+        """The model's own example inputs (without any state)."""
+        return self.source.example_inputs(batch=batch, seed=seed)
 
     def initial_state(self, batch: int) -> tuple[torch.Tensor, ...]:
         return self.stream.initial_state(self.source.model, batch) if self.stream else ()
@@ -110,17 +110,16 @@ class GraphForm:
 
 def graph_form(source: ModelSource, stream: bool = False) -> GraphForm:
     """The form of ``source`` an export traces; ``stream`` asks for the streaming step."""
-    task = source.entry.task
     if not stream:
-        return GraphForm(source.model, [task.input_name], list(task.output_names), source)
-    spec = source.entry.stream
+        return GraphForm(source.model, source.inputs.names, list(source.output_names), source)
+    spec = source.stream
     if spec is None:
         from edgekit.registry import list_models
 
         have = [e.name for e in list_models() if e.stream is not None]
-        raise UsageError(f"{source.entry.name} carries no state between calls, so it has no "
+        raise UsageError(f"{source.name} carries no state between calls, so it has no "
                          f"streaming form to export",
                          hint=f"--stream applies to {', '.join(have) or 'no built-in model'}")
     step = spec.step(source.model)
-    return GraphForm(step, [task.input_name, *spec.state_names],
-                     [*task.output_names, *spec.next_names], source, spec)
+    return GraphForm(step, [*source.inputs.names, *spec.state_names],
+                     [*source.output_names, *spec.next_names], source, spec)

@@ -276,6 +276,10 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
                                  hint="export it again with this edgekit")
             shutil.copy2(artifact.folder / fname, staging / fname)
             files[fname] = file_record(staging / fname)
+        data_file = "model.onnx.data"  # an imported ONNX file's external weights travel too
+        if data_file in artifact.manifest["files"]:
+            shutil.copy2(artifact.folder / data_file, staging / data_file)
+            files[data_file] = file_record(staging / data_file)
         if build.precision == "int8":
             save_samples(staging / CALIBRATION_FILE, calibration)
             files[CALIBRATION_FILE] = file_record(staging / CALIBRATION_FILE)

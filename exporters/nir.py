@@ -158,7 +158,7 @@ class _Body(nn.Module):
 
 
 def _example(source: ModelSource, batch: int) -> torch.Tensor:
-    (x,) = source.entry.example_inputs(batch=batch)
+    (x,) = source.example_inputs(batch=batch)
     return source.model.encode(x)  # [T, B, C, H, W]
 
 
@@ -265,7 +265,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     from spikingjelly.activation_based.nir_exchange import export_to_nir
 
     model = source.model.eval()
-    if not source.entry.spiking or not isinstance(model, MultiStepNet):
+    if not source.spiking or not isinstance(model, MultiStepNet):
         raise UsageError(f"{source.name} is not a spiking net; NIR describes spiking nets",
                          hint="export it with --to onnx")
     if not dt > 0:
@@ -273,11 +273,11 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     blockers = nir_blockers(source)
     if blockers:
         raise _refusal(source.name, blockers)
-    atol = source.entry.export.atol if atol is None else atol
-    rtol = source.entry.export.rtol if rtol is None else rtol
+    atol = source.export_settings.atol if atol is None else atol
+    rtol = source.export_settings.rtol if rtol is None else rtol
     started = time.perf_counter()
     spiking = make_spiking_net_fire(source)
-    (x_rate,) = source.entry.example_inputs(batch=1)
+    (x_rate,) = source.example_inputs(batch=1)
     spiking["firing_rate"] = mean_firing_rate(model, x_rate)
     spiking["firing_rate_of"] = "every spiking neuron on the entry's example input (batch 1)"
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:

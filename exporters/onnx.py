@@ -61,7 +61,10 @@ def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path:
                               "opset_version": opset, "dynamo": dynamo, "verbose": False}
     if dynamic_batch and dynamo:
         batch = torch.export.Dim("batch", min=1, max=65536)
-        kwargs["dynamic_shapes"] = tuple({axes.get(n, 0): batch} for n in input_names)
+        shapes = tuple({axes.get(n, 0): batch} for n in input_names)
+        # torch.export matches dynamic_shapes to forward's parameters: ``*inputs`` (a user's
+        # model behind FlatModule) is one parameter holding them all
+        kwargs["dynamic_shapes"] = (shapes,) if _takes_varargs(model) else shapes
     elif dynamic_batch:
         kwargs["dynamic_axes"] = {n: {axes.get(n, 0): "batch"} for n in input_names + output_names}
     if dynamo:
@@ -73,10 +76,28 @@ def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path:
             with lean_neurons(model):
                 torch.onnx.export(model, inputs, str(path), **kwargs)
         except Exception as exc:  # the exporters raise many types; one line is what the user needs
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise CheckFailed(f"torch.onnx.export failed: {first}",
+            raise CheckFailed(f"torch.onnx.export failed: {_cause(exc)}",
                               hint="run with --debug for the full trace") from exc
     return _simplify_and_check(path)
+
+
+def _takes_varargs(model: torch.nn.Module) -> bool:
+    import inspect
+
+    params = list(inspect.signature(model.forward).parameters.values())
+    return len(params) == 1 and params[0].kind == inspect.Parameter.VAR_POSITIONAL
+
+
+def _cause(exc: BaseException) -> str:
+    """The line of an exporter's error that says what went wrong: the dynamo exporter wraps the
+    cause in pages of advice, whose 'Exception summary' names it."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if "## Exception summary" in lines:
+        after = lines[lines.index("## Exception summary") + 1:]
+        if after:
+            return after[0][:400]
+    return lines[0][:400] if lines else type(exc).__name__
 
 
 def _simplify_and_check(path: Path) -> str:
@@ -98,7 +119,7 @@ def _simplify_and_check(path: Path) -> str:
     return f"onnxslim {onnxslim.__version__}"
 
 
-def _io_records(path: Path) -> tuple[list[dict], list[dict]]:
+def io_records(path: Path) -> tuple[list[dict], list[dict]]:
     import onnx
     from onnx import helper
 
@@ -149,10 +170,11 @@ def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
                             for a, r in zip(actual[n], reference[n], strict=False)))
         raise CheckFailed(f"output '{first}' of the ONNX model has another shape than PyTorch's")
     sizes = ", ".join(map(str, batches))
-    what = (f"a stream of {STREAM_VALIDATION_FRAMES} frames of entry example inputs from the "
+    what = (f"a stream of {STREAM_VALIDATION_FRAMES} frames of example inputs from the "
             f"initial state, each runtime fed its own state, batch {sizes}"
             if form.stream is not None else
-            f"entry example inputs, batch {sizes} ({VALIDATION_DRAWS} draws each)")
+            f"example inputs ({form.source.inputs.describe()}), batch {sizes} "
+            f"({VALIDATION_DRAWS} draws each)")
     return compare_outputs(flat_a, flat_r, atol, rtol, against="torch", inputs=what)
 
 
@@ -165,7 +187,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
     ``stream``: export the entry's streaming step (``graph_form``: the state in, the next state
     out) rather than one call from a fresh state. An existing ``out_dir`` that edgekit did not
     write is replaced only with ``force``."""
-    settings = source.entry.export
+    settings = source.export_settings
     opset = settings.opset if opset is None else opset
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UsageError(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
@@ -173,12 +195,11 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
         raise UsageError(f"--batch must be at least 1, got {batch}")
     atol = settings.atol if atol is None else atol
     rtol = settings.rtol if rtol is None else rtol
-    task = source.entry.task
     form = graph_form(source, stream)
     started = time.perf_counter()
     spiking = make_spiking_net_fire(source)
     inputs = form.example_inputs(2 if dynamic_batch else batch, seed=0)
-    cost = model_cost(source.model, source.entry.example_inputs(batch=1))
+    cost = model_cost(source.model, source.example_inputs(batch=1))
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
         simplifier = export_graph(form.module.eval(), inputs, model_path, opset=opset,
@@ -188,13 +209,13 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
         report = validate_onnx(model_path, form, batches, atol, rtol)
         if not report.passed:
             raise ValidationFailed(report, f"export of {source.name}")
-        in_rec, out_rec = _io_records(model_path)
+        in_rec, out_rec = io_records(model_path)
         reference = make_reference(form, max(batches))
         save_reference(staging / REFERENCE_FILE, reference)
         if spiking is not None:
             from edgekit.spiking.layers import mean_firing_rate
 
-            x = torch.from_numpy(reference.inputs[task.input_name])
+            x = torch.from_numpy(reference.inputs[source.inputs.names[0]])
             spiking["firing_rate"] = mean_firing_rate(source.model, x)
             spiking["firing_rate_of"] = f"every spiking neuron on {REFERENCE_FILE}'s inputs"
         manifest = {
@@ -202,7 +223,8 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "format": "onnx",
             "model_file": MODEL_FILE,
             "source": source.record(),
-            "task": task_record(task),
+            "task": task_record(source.task) if source.task is not None else None,
+            "input_spec": source.inputs.records(),
             "inputs": in_rec,
             "outputs": out_rec,
             "opset": opset,

@@ -216,7 +216,8 @@ def refuse_if_nothing_quantized(ops: dict[str, int], fp32_ops: dict[str, int], m
 
 
 def validate_precision(runner: Any, reference: Reference, precision: str, atol: float,
-                       rtol: float) -> ValidationReport:
+                       rtol: float, label: str = "saved PyTorch FP32 reference"
+                       ) -> ValidationReport:
     """Every output against the saved FP32 reference, at this precision's tolerance."""
     check_tolerances(atol, rtol)
     actual = runner.infer(reference.inputs)
@@ -227,7 +228,7 @@ def validate_precision(runner: Any, reference: Reference, precision: str, atol: 
     for name, expected in reference.outputs.items():
         a_tol, r_tol = precision_tolerance(precision, expected, atol, rtol)
         comparisons.append(compare_output(name, actual[name], expected, a_tol, r_tol))
-    return ValidationReport(tuple(comparisons), "saved PyTorch FP32 reference",
+    return ValidationReport(tuple(comparisons), label,
                             f"{REFERENCE_FILE} (batch {reference.batch})")
 
 
@@ -268,6 +269,9 @@ def _accuracy(fp32_path: Path, runner: Any, artifact: Artifact) -> dict[str, Any
     from edgekit.registry import get_entry
 
     entry_name = artifact.manifest["source"].get("entry")
+    if entry_name is None:
+        return {"value": None, "note": "your own model has no built-in test split; score both "
+                                       "with 'edgekit compare --data FILE.npz'"}
     try:
         entry = get_entry(entry_name)
     except UsageError:
@@ -295,7 +299,7 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
     """``artifact`` (a validated FP32 ONNX artifact) converted to ``config.precision`` in a new
     artifact folder with the same reference; raises ValidationFailed beyond tolerance (with
     ``check``; else the verdict is only recorded). ``score``: the test-split metric of both."""
-    from edgekit.exporters.reference import default_tolerance
+    from edgekit.exporters.reference import default_tolerance, reference_label
 
     started = time.perf_counter()
     if artifact.format != "onnx" or artifact.manifest.get("precision", "fp32") != "fp32":
@@ -315,7 +319,8 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
                                      config.precision)
         runner = open_session(path)
         try:
-            report = validate_precision(runner, reference, config.precision, atol, rtol)
+            report = validate_precision(runner, reference, config.precision, atol, rtol,
+                                        label=reference_label(artifact.manifest))
             if check and not report.passed:
                 raise ValidationFailed(report, f"{config.precision} export of {model}")
             accuracy = (_accuracy(artifact.model_path, runner, artifact) if score

@@ -106,10 +106,9 @@ def validation_seeds(batch: int) -> list[int]:
 def _judged_inputs(source: ModelSource) -> list[torch.Tensor]:
     """The example inputs exports judge a net on: the reference's and the NIR check's (seed
     ``REFERENCE_SEED``), and the ONNX validation's at the dynamic batches (batch 1 included)."""
-    entry = source.entry
-    return [*entry.example_inputs(batch=1), *entry.example_inputs(batch=4),
+    return [*source.example_inputs(batch=1), *source.example_inputs(batch=4),
             *(x for b in DYNAMIC_VALIDATION_BATCHES for seed in validation_seeds(b)
-              for x in entry.example_inputs(batch=b, seed=seed))]
+              for x in source.example_inputs(batch=b, seed=seed))]
 
 
 def _silent(model: torch.nn.Module, *inputs: torch.Tensor) -> bool:
@@ -127,7 +126,7 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
     the entry's own dataset; trained weights (a checkpoint, or BatchNorm statistics that have
     seen data) are left as they are. None for a non-spiking entry;
     else what was done, for the manifest."""
-    if not source.entry.spiking:
+    if not source.spiking:
         return None
     if source.checkpoint is not None:
         return {"weights": "trained (checkpoint)", "batchnorm": "as trained"}
@@ -139,7 +138,7 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
     from edgekit.data import load_dataset
     from edgekit.spiking.layers import calibrate_batchnorm, functional, scale_to_fire
 
-    data = load_dataset(source.entry.task)
+    data = load_dataset(source.task)
     x = torch.from_numpy(np.ascontiguousarray(data.x_train[:FIRING_CALIBRATION_SAMPLES]))
     where = f"the first {len(x)} training samples of {data.name}"
     functional.reset_net(source.model)
@@ -173,7 +172,7 @@ def load_reference(path: str | Path) -> Reference:
 
 def reference_record(reference: Reference, form: GraphForm) -> dict[str, Any]:
     """What the manifest says about the reference (the file itself is hashed under ``files``)."""
-    inputs = f"entry example inputs (uniform [0, 1), seed {REFERENCE_SEED})"
+    inputs = f"example inputs ({form.source.inputs.describe()}; seed {REFERENCE_SEED})"
     if form.stream is not None:
         inputs += (f"; {', '.join(form.state_names)}: the initial state carried through "
                    f"{REFERENCE_WARM_FRAMES} frames of example inputs")
@@ -191,6 +190,14 @@ def reference_record(reference: Reference, form: GraphForm) -> dict[str, Any]:
 # meant for FP32, applies where it is looser). Pass --atol/--rtol to judge by your own.
 PRECISION_TOLERANCE = {"fp16": (1e-2, 1e-2), "int8": (1e-1, 1e-1)}
 AGAINST = ("reference", "torch", "onnxruntime")
+
+
+def reference_label(manifest: dict[str, Any]) -> str:
+    """What an artifact's saved reference outputs are: PyTorch's, or (an imported ONNX file)
+    ONNX Runtime's on the graph as written."""
+    made_by = (manifest.get("reference") or {}).get("outputs", "PyTorch FP32 eager on CPU")
+    return ("saved PyTorch FP32 reference" if made_by.startswith("PyTorch")
+            else f"saved reference ({made_by})")
 
 
 def default_tolerance(manifest: dict[str, Any],
@@ -223,10 +230,13 @@ def _run_artifact(artifact: Any, inputs: dict[str, np.ndarray]) -> dict[str, np.
 
 
 def _torch_source(artifact: Any) -> ModelSource:
-    """The model the artifact came from, rebuilt from its checkpoint (weights verified)."""
+    """The model the artifact came from, rebuilt (a checkpoint, or the user's callable or
+    ``.pt2`` loaded again) and checked to hold the same weights it was exported from."""
     from edgekit.targets import load_model_source
 
     source = artifact.manifest["source"]
+    if "origin" in source:
+        return _user_source_again(artifact, source)
     if "checkpoint" not in source:
         raise UsageError(f"{artifact.folder} was exported from untrained weights (random "
                          f"initialisation), which cannot be rebuilt",
@@ -238,6 +248,31 @@ def _torch_source(artifact: Any) -> ModelSource:
     rebuilt = load_model_source(str(path))
     if rebuilt.record().get("checkpoint_sha256") != source.get("checkpoint_sha256"):
         raise UsageError(f"checkpoint {path} has changed since {artifact.folder} was exported",
+                         hint="export again, or validate against the saved reference, the default")
+    return rebuilt
+
+
+def _user_source_again(artifact: Any, source: dict[str, Any]) -> ModelSource:
+    """A user's model loaded again from what it was exported from, with the recorded inputs."""
+    from edgekit.inputs import InputOverride
+    from edgekit.targets import load_model_source
+
+    if source.get("kind") == "module":
+        raise UsageError(f"{artifact.folder} was exported from a module object in Python, which "
+                         f"cannot be loaded again here",
+                         hint="validate against the saved reference, the default")
+    overrides = tuple(InputOverride(r["name"], tuple(r["shape"]), r["dtype"],
+                                    tuple(r.get("range", (0.0, 1.0))))
+                      for r in source.get("inputs") or ())
+    origin = source["origin"]
+    where, _, attr = origin.rpartition(":")
+    files = source.get("files") or []
+    if files and (where.endswith(".py") or origin.endswith(".pt2")):  # from any folder
+        origin = files[0]["path"] + (f":{attr}" if where.endswith(".py") else "")
+    rebuilt = load_model_source(origin, inputs=overrides)
+    if rebuilt.user is None or rebuilt.user.weights_sha256 != source.get("weights_sha256"):
+        raise UsageError(f"{source['origin']} no longer gives the weights {artifact.folder} was "
+                         f"exported from (SHA-256 differs)",
                          hint="export again, or validate against the saved reference, the default")
     return rebuilt
 
@@ -280,7 +315,7 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
     why = why if (atol, rtol) == (default_atol, default_rtol) else "given"
     if against == "reference":
         expected = reference.outputs
-        label = "saved PyTorch FP32 reference"
+        label = reference_label(artifact.manifest)
     elif against == "torch":
         form = graph_form(_torch_source(artifact), stream="stream" in artifact.manifest)
         expected = torch_outputs(form, reference.inputs)
@@ -299,7 +334,8 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
 
         runner = open_session(artifact.model_path)  # per output, at the precision's tolerance
         try:
-            report = validate_precision(runner, reference, converted, atol, rtol)
+            report = validate_precision(runner, reference, converted, atol, rtol,
+                                        label=reference_label(artifact.manifest))
         finally:
             runner.deactivate()
         return artifact, report, f"default for {converted}, per output"

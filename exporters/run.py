@@ -1,8 +1,10 @@
 """``edgekit.export`` and ``edgekit.validate``: the CLI's export and validate as functions.
 
-Both take what the CLI's TARGET takes: a registry name (untrained weights), a ``.safetensors``
-checkpoint or an artifact folder, so a script and a shell session do the same thing. Progress
-lines reach the caller through ``echo`` (the CLI prints them); nothing here prints.
+Both take what the CLI's TARGET takes (``edgekit.targets.resolve_target``: a registry name, a
+checkpoint, an artifact folder, an ``.onnx`` or ``.pt2`` file, ``file.py:callable``,
+``package.module:callable``), an ``nn.Module``, or a target already resolved, so a script and a
+shell session do the same thing. Progress lines reach the caller through ``echo`` (the CLI
+prints them); nothing here prints.
 """
 from __future__ import annotations
 
@@ -15,14 +17,15 @@ from typing import Any
 
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import EXPORT_FORMATS
-from edgekit.exporters.artifact import Artifact, is_artifact, load_artifact
+from edgekit.exporters.artifact import Artifact, load_artifact
 from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.quantize import PrecisionConfig
 from edgekit.exporters.reference import validate_artifact
 from edgekit.exporters.tensorrt import EngineBuildConfig
 from edgekit.exporters.validate import ValidationReport, check_tolerances
 from edgekit.fileio import check_output
-from edgekit.targets import load_model_source
+from edgekit.inputs import InputOverride
+from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
 
 Echo = Callable[[str], None]
 
@@ -47,62 +50,81 @@ class ExportOptions:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)  # --to onnx: fp16, int8
     force: bool = False  # replace an existing output folder that edgekit did not write
     stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
-
-
-def is_artifact_folder(target: str | Path) -> bool:
-    return Path(target).is_dir() and is_artifact(target)
+    inputs: tuple[InputOverride, ...] = ()  # --input: a user model's or ONNX file's input spec
 
 
 def _stem(name: str) -> str:
     return name.replace(":", "-")
 
 
+def _files(target: Target) -> list[Path]:
+    """What ``target`` was read from, which no output may overwrite."""
+    if isinstance(target, ModelSource):
+        return target.files
+    return [target.folder if isinstance(target, ArtifactTarget) else target.path]
+
+
+def _import_onnx(target: OnnxFileTarget, out: str | Path, options: ExportOptions) -> Any:
+    from edgekit.exporters.onnx_file import import_onnx
+
+    return import_onnx(target, out, device=options.device, atol=options.atol, rtol=options.rtol,
+                       force=options.force)
+
+
 @contextlib.contextmanager
-def _onnx_artifact(target: str, fmt: str, options: ExportOptions,
+def _onnx_artifact(target: Target, fmt: str, options: ExportOptions,
                    echo: Echo) -> Iterator[tuple[Artifact, str]]:
-    """The ONNX artifact an engine or bundle starts from: TARGET itself when it is one, else a
-    validated export into a temporary folder (at the entry's own tolerance)."""
-    if is_artifact_folder(target):
-        yield load_artifact(target), str(Path(target))
+    """The ONNX artifact an engine, bundle or conversion starts from: TARGET itself when it is
+    one, else a validated export (or an ONNX file's import) into a temporary folder."""
+    if isinstance(target, ArtifactTarget):
+        yield load_artifact(target.folder), str(target.folder)
         return
-    source = load_model_source(target)
     with tempfile.TemporaryDirectory(prefix="edgekit-onnx-") as tmp:
-        echo(f"exporting {source.name} to onnx first")
-        result = export_onnx(source, Path(tmp) / "onnx", opset=options.opset,
-                             batch=options.batch, dynamic_batch=options.dynamic_batch,
-                             device=options.device, stream=options.stream)
+        if isinstance(target, OnnxFileTarget):
+            echo(f"importing {target.path} into an artifact first")
+            result = _import_onnx(target, Path(tmp) / "onnx", options)
+        else:
+            echo(f"exporting {target.name} to onnx first")
+            result = export_onnx(target, Path(tmp) / "onnx", opset=options.opset,
+                                 batch=options.batch, dynamic_batch=options.dynamic_batch,
+                                 device=options.device, stream=options.stream)
         for line in result.validation.lines():
             echo(line)
-        yield load_artifact(result.folder), f"exported from {source.name} for this {fmt} export"
+        yield load_artifact(result.folder), f"exported from {target.name} for this {fmt} export"
 
 
-def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
+def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
            options: ExportOptions = ExportOptions(), echo: Echo = _silent) -> Any:
     """Export ``target`` to ``output`` (default ``./NAME-FORMAT``) and validate it.
 
-    ``to`` is onnx or nir (from a name or checkpoint), tensorrt or jetson-bundle (also from an
-    ONNX artifact folder). Returns the exporter's result (folder, manifest, validation); raises
-    ``ValidationFailed`` beyond tolerance and leaves no half-made folder.
+    ``to`` is onnx (from a model, or an ONNX file made into an artifact), nir (from a spiking
+    model), tensorrt or jetson-bundle (from either, or from an ONNX artifact folder). Returns
+    the exporter's result (folder, manifest, validation); raises ``ValidationFailed`` beyond
+    tolerance and leaves no half-made folder.
     """
     if to not in EXPORT_FORMATS:
         raise UnknownNameError("export format", to, EXPORT_FORMATS)
     check_tolerances(options.atol, options.rtol)  # before any work
     if not 1 <= options.batch:
         raise UsageError(f"--batch must be at least 1, got {options.batch}")
-    _check_stream(target, to, options)
+    resolved = resolve_target(target, inputs=options.inputs, batch=options.batch)
+    _check_target(resolved, to, options)
     if to == "onnx" and options.precision.precision != "fp32":
-        return _export_precision(target, output, options, echo)
+        return _export_precision(resolved, output, options, echo)
     if to in ("onnx", "nir"):
-        source = load_model_source(target)
-        out = output or f"{_stem(source.name)}-{to}"
-        check_output(out, inputs=source.files, force=options.force)
-        echo(f"exporting {source.name} to {to} -> {out}")
+        out = output or f"{_stem(resolved.name)}-{to}"
+        check_output(out, inputs=_files(resolved), force=options.force)
+        if isinstance(resolved, OnnxFileTarget):
+            echo(f"importing {resolved.path} -> {out}")
+            return _import_onnx(resolved, out, options)
+        assert isinstance(resolved, ModelSource)  # _check_target refused the others
+        echo(f"exporting {resolved.name} to {to} -> {out}")
         if to == "nir":
             from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only here
 
-            return export_nir(source, out, atol=options.atol, rtol=options.rtol,
+            return export_nir(resolved, out, atol=options.atol, rtol=options.rtol,
                               force=options.force)
-        return export_onnx(source, out, opset=options.opset, batch=options.batch,
+        return export_onnx(resolved, out, opset=options.opset, batch=options.batch,
                            dynamic_batch=options.dynamic_batch, device=options.device,
                            atol=options.atol, rtol=options.rtol, force=options.force,
                            stream=options.stream)
@@ -115,13 +137,13 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
         require_cuda_gpu()
         check_precision_supported(trt.__version__, build.precision)
     if output is not None:  # before any work; the default name is known only from the source
-        check_output(output, inputs=[p for p in (target, options.calib_data)
-                                     if p is not None and Path(p).exists()],
+        check_output(output, inputs=[*_files(resolved), *_calib_file(options)],
                      force=options.force)
-    with _onnx_artifact(target, to, options, echo) as (artifact, origin):
+    with _onnx_artifact(resolved, to, options, echo) as (artifact, origin):
         if artifact.manifest.get("precision", "fp32") != "fp32":
-            raise UsageError(f"{target} is a {artifact.manifest['precision']} ONNX artifact",
-                             hint=f"build {to} from the FP32 artifact with --precision")
+            raise UsageError(f"{artifact.folder} is a {artifact.manifest['precision']} ONNX "
+                             f"artifact", hint=f"build {to} from the FP32 artifact with "
+                                               f"--precision")
         calibration = None
         if build.precision == "int8":
             from edgekit.exporters.calibration import samples_for_artifact
@@ -146,13 +168,31 @@ def export(target: str, output: str | Path | None = None, *, to: str = "onnx",
                                    force=options.force)
 
 
-def _check_stream(target: str, to: str, options: ExportOptions) -> None:
+def _calib_file(options: ExportOptions) -> list[Path]:
+    return [Path(options.calib_data)] if options.calib_data is not None \
+        and Path(options.calib_data).exists() else []
+
+
+def _check_target(target: Target, to: str, options: ExportOptions) -> None:
+    """What this target cannot be exported to, in one line before any work."""
+    if isinstance(target, ArtifactTarget) and to in ("onnx", "nir") \
+            and options.precision.precision == "fp32":
+        raise UsageError(f"{target.folder} is already an artifact; --to {to} exports a model",
+                         hint="give the model or checkpoint it came from, or convert it with "
+                              "--precision fp16/int8")
+    if isinstance(target, OnnxFileTarget) and to == "nir":
+        raise UsageError("--to nir exports a spiking PyTorch model; an ONNX file has no neurons "
+                         "to read", hint="give the spiking module (file.py:callable)")
+    _check_stream(target, to, options)
+
+
+def _check_stream(target: Target, to: str, options: ExportOptions) -> None:
     """Where a streaming export cannot be made, one line before any work."""
     if not options.stream:
         return
     if to == "nir":
         raise UsageError("--stream applies to ONNX, TensorRT and Jetson-bundle exports")
-    if is_artifact_folder(target):
+    if not isinstance(target, ModelSource):
         raise UsageError("--stream applies when exporting from a model or checkpoint; the "
                          "target is already an ONNX artifact",
                          hint="an artifact exported with --stream streams already")
@@ -165,7 +205,7 @@ def _check_stream(target: str, to: str, options: ExportOptions) -> None:
                          "inputs", hint="use --precision fp16 or fp32")
 
 
-def _export_precision(target: str, output: str | Path | None, options: ExportOptions,
+def _export_precision(target: Target, output: str | Path | None, options: ExportOptions,
                       echo: Echo) -> Any:
     """An fp16 or int8 ONNX artifact: the FP32 artifact first (TARGET itself where it is one),
     then ONNX Runtime's conversion, validated against the FP32 reference and scored."""
@@ -173,8 +213,7 @@ def _export_precision(target: str, output: str | Path | None, options: ExportOpt
 
     config = options.precision
     if output is not None:
-        check_output(output, inputs=[p for p in (target, options.calib_data)
-                                     if p is not None and Path(p).exists()],
+        check_output(output, inputs=[*_files(target), *_calib_file(options)],
                      force=options.force)
     with _onnx_artifact(target, "onnx", options, echo) as (artifact, _):
         samples = None
@@ -186,7 +225,7 @@ def _export_precision(target: str, output: str | Path | None, options: ExportOpt
             echo(f"calibrating with {samples.count} samples from {samples.origin}")
         out = output or f"{_stem(artifact.source_name)}-onnx-{config.precision}"
         if output is None:
-            check_output(out, inputs=[target], force=options.force)
+            check_output(out, inputs=_files(target), force=options.force)
         echo(f"converting {artifact.source_name} to {config.precision} -> {out}")
         inputs = tuple(p for p in (options.calib_data,) if p is not None)
         return export_precision(artifact, out, config, samples=samples, atol=options.atol,
@@ -202,17 +241,22 @@ class Validation:
     tolerance_basis: str  # why these tolerances: the export's, the precision's, or "given"
 
 
-def validate(target: str, against: str = "reference", atol: float | None = None,
-             rtol: float | None = None) -> Validation:
+def validate(target: Any, against: str = "reference", atol: float | None = None,
+             rtol: float | None = None, inputs: tuple[InputOverride, ...] = ()) -> Validation:
     """Run an artifact on its saved reference input and compare its outputs with ``against``.
 
-    A registry name or checkpoint is first exported to ONNX in a temporary folder (gone when
-    this returns), so the answer is whether that model exports faithfully. Beyond tolerance
-    this returns a failed report; it does not raise.
+    A model (registry name, checkpoint, user callable, ``.pt2``) is first exported to ONNX, an
+    ONNX file imported, in a temporary folder (gone when this returns), so the answer is whether
+    that model exports (or that file runs) faithfully. Beyond tolerance this returns a failed
+    report; it does not raise.
     """
-    if Path(target).is_dir():
-        return Validation(*validate_artifact(target, against, atol, rtol))
-    source = load_model_source(target)
+    resolved = resolve_target(target, inputs=inputs)
+    if isinstance(resolved, ArtifactTarget):
+        return Validation(*validate_artifact(resolved.folder, against, atol, rtol))
     with tempfile.TemporaryDirectory(prefix="edgekit-validate-") as tmp:
-        result = export_onnx(source, Path(tmp) / f"{_stem(source.name)}-onnx")
-        return Validation(*validate_artifact(result.folder, against, atol, rtol))
+        folder = Path(tmp) / f"{_stem(resolved.name)}-onnx"
+        if isinstance(resolved, OnnxFileTarget):
+            _import_onnx(resolved, folder, ExportOptions(atol=atol, rtol=rtol))
+        else:
+            export_onnx(resolved, folder)
+        return Validation(*validate_artifact(folder, against, atol, rtol))

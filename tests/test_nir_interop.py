@@ -22,7 +22,7 @@ from edgekit.data import load_dataset
 from edgekit.exporters.nir import FIRING_RULE, MODEL_FILE, export_nir
 from edgekit.registry import get_entry
 from edgekit.spiking.layers import functional, neuron
-from edgekit.targets import ModelSource
+from edgekit.targets import registry_source
 from edgekit.training import train
 
 READERS = ("snntorch", "norse")
@@ -43,7 +43,7 @@ def exported(tmp_path_factory):
     entry = get_entry("spiking-cnn")
     digits = load_dataset(entry.task)
     model = train(entry, digits, epochs=3).model.eval()
-    result = export_nir(ModelSource(model, entry, None), tmp_path_factory.mktemp("nir") / "art")
+    result = export_nir(registry_source(entry, None, model), tmp_path_factory.mktemp("nir") / "art")
     x_seq = model.encode(torch.from_numpy(digits.x_test[:SAMPLES]))  # [T, B, 1, 8, 8]
     return result, model, x_seq
 

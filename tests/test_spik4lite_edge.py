@@ -27,7 +27,7 @@ from edgekit.profiler.timing import TimingPlan
 from edgekit.registry import create_model, get_entry
 from edgekit.spiking.layers import calibrate_batchnorm
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source, simulate
-from edgekit.targets import ModelSource
+from edgekit.targets import registry_source
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -114,7 +114,7 @@ def test_validation_refuses_a_graph_that_outputs_zeros(checkpoints, artifact, tm
     with torch.no_grad():
         model.head.weight.zero_()
         model.head.bias.zero_()
-    form = graph_form(ModelSource(model, get_entry("spikingformer"), None))
+    form = graph_form(registry_source(get_entry("spikingformer"), None, model))
     report = validate_onnx(path, form, (1,), 1e-4, 1e-3)
     (output,) = report.outputs
     assert output.mismatched == 0 and output.constant_reference and not report.passed
@@ -145,7 +145,7 @@ def pruned_cnn_nir(tmp_path_factory):
     report = s4.prune(model, x, target_keep=0.5)
     s4.unwrap(model)
     assert model.body[7].out_features == 32 and report.channels_after < report.channels_before
-    result = export_nir(ModelSource(model.eval(), get_entry("spiking-cnn"), None),
+    result = export_nir(registry_source(get_entry("spiking-cnn"), None, model.eval()),
                         tmp_path_factory.mktemp("s4l") / "nir")
     assert result.validation.passed
     return model, result, model.encode(x[:32])

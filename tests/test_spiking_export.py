@@ -21,7 +21,7 @@ from edgekit.registry import get_entry
 from edgekit.spiking import agreement
 from edgekit.spiking.agreement import _roots, spike_agreement
 from edgekit.spiking.layers import calibrate_batchnorm, functional
-from edgekit.targets import ModelSource, load_model_source
+from edgekit.targets import ModelSource, load_model_source, registry_source
 from edgekit.training import train
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -40,7 +40,7 @@ def digits():
 def trained_cnn(digits):
     """The NIR-exportable spiking CNN after a short training (it spikes, and it classifies)."""
     result = train(get_entry("spiking-cnn"), digits, epochs=6)
-    return ModelSource(result.model, get_entry("spiking-cnn"), None)
+    return registry_source(get_entry("spiking-cnn"), None, result.model)
 
 
 def _calibrated(name: str, digits) -> ModelSource:
@@ -95,7 +95,7 @@ def test_spikes_agree_trained_full_test_set(digits, name):
     entry = get_entry("spikingresformer")
     variant = name.partition(":")[2] or None
     model = train(entry, digits, variant, epochs=5).model
-    report = spike_agreement(ModelSource(model, entry, variant), digits.x_test)
+    report = spike_agreement(registry_source(entry, variant, model), digits.x_test)
     assert report.passed, report.summary()
 
 
@@ -150,12 +150,12 @@ def test_paper_size_onnx_export(tmp_path):
     calibrated statistics (firing neurons) ONNX Runtime's spikes agree with PyTorch's."""
     entry = paper_entry("ssa-ti")
     model = entry.build()
-    result = export_onnx(ModelSource(model, entry, None), tmp_path / "art")
+    result = export_onnx(registry_source(entry, None, model), tmp_path / "art")
     assert result.validation.passed and result.manifest["inputs"][0]["shape"] == [1, 3, 224, 224]
     torch.manual_seed(0)
     calibrate_batchnorm(model, [torch.rand(2, 3, 224, 224)])
     x = entry.example_inputs(batch=1, seed=1)[0].numpy()
-    report = spike_agreement(ModelSource(model, entry, None), x, batch_size=1)
+    report = spike_agreement(registry_source(entry, None, model), x, batch_size=1)
     assert report.passed and sum(layer.spikes_torch for layer in report.layers) > 1e5, \
         report.summary()
 

@@ -67,15 +67,19 @@ def _provider_name(entry: ProviderEntry) -> str:
 
 
 def make_session(path: str | Path, threads: int | None = None,
-                 providers: Sequence[ProviderEntry] = ("CPUExecutionProvider",)) -> Any:
-    """A session with intra-op threads fixed (inter-op 1, sequential), so runs are comparable."""
+                 providers: Sequence[ProviderEntry] = ("CPUExecutionProvider",),
+                 optimize: bool = True) -> Any:
+    """A session with intra-op threads fixed (inter-op 1, sequential), so runs are comparable.
+    ``optimize=False`` turns every graph rewrite off: the graph as written, the reference an
+    ONNX file's own export is judged against."""
     ort = require("onnxruntime", ONNXRUNTIME, "the onnxruntime backend")
     opts = ort.SessionOptions()
     if threads is not None:
         opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.graph_optimization_level = (ort.GraphOptimizationLevel.ORT_ENABLE_ALL if optimize
+                                     else ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     opts.log_severity_level = 3
     names = {_provider_name(p) for p in providers}
     if PROVIDERS["tensorrt"] in names:

@@ -73,6 +73,13 @@ data_option = click.option(
          "DATASET:VARIANT (wifi-pose-sim:station).")
 
 
+# ``--input`` of every command whose TARGET may be a user's model or an ONNX file
+input_option = click.option(
+    "--input", "inputs", multiple=True, metavar="NAME:DIMS[:DTYPE[:LOW..HIGH]]",
+    help="An input of your own model or ONNX file, trtexec-style (repeatable): "
+         "input_ids:1x128:int64:0..30522. Sets what the model's example inputs or graph leave "
+         "open (a symbolic dimension, a token-id range).")
+
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
     """Write a report atomically when ``--json FILE`` was given, and say where it went."""
     if path is None:

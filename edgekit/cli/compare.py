@@ -19,6 +19,7 @@ from edgekit.cli.common import (
     console,
     data_option,
     err_console,
+    input_option,
     progress_bars,
     write_json,
 )
@@ -29,6 +30,7 @@ from edgekit.compare.table import cells, columns
 from edgekit.energy import METER_NAMES
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text
+from edgekit.inputs import parse_inputs
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
@@ -109,23 +111,36 @@ def to_csv(result: dict[str, Any]) -> str:
               help="Write the report as JSON.")
 @click.option("--from", "from_paths", type=click.Path(dir_okay=False), multiple=True,
               help="Merge this saved compare report (repeat it) instead of measuring.")
+@click.option("--evaluate", type=click.Path(),
+              help="Your own models: score each with FUNCTION of path/to/file.py:FUNCTION, "
+                   "called with predict(inputs dict) -> outputs dict; it returns a number "
+                   "(higher is better) or {metric, value, higher_is_better}.")
+@input_option
 @fleet_options
 def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...], batch: int,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
             data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
-            from_paths: tuple[str, ...], **fleet: Any) -> None:
+            from_paths: tuple[str, ...], evaluate: str | None, inputs: tuple[str, ...],
+            **fleet: Any) -> None:
     """Compare models on their task metric, latency and energy.
 
-    NAMES are registry entries (ENTRY or ENTRY:VARIANT), checkpoints or artifact folders.
-    With --fleet they are measured on every device kind of a fleet; with --from, saved reports
-    are merged instead.
+    \b
+    NAMES are registry entries (ENTRY or ENTRY:VARIANT), checkpoints, artifact folders, or your
+    own models (.onnx, .pt2, path/to/file.py:callable, package.module:callable). Built-in models
+    are scored on their datasets; yours on --data FILE.npz (an array per input, named after it,
+    and labels: top-1 accuracy of the first output) or by --evaluate; with neither, the table
+    shows the efficiency columns alone. With --fleet they are measured on every device kind of
+    a fleet; with --from, saved reports are merged instead.
     """
     settings = ProfileSettings(backend=backends[0], device=device, batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy,
                                sysfs_root=sysfs_root)
     if (from_paths or fleet["fleet_scheduler"]) and precisions:
         raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
+    if (from_paths or fleet["fleet_scheduler"]) and (evaluate or inputs):
+        raise UsageError("--evaluate and --input apply to a compare run here, not to --from or "
+                         "a fleet")
     if (from_paths or fleet["fleet_scheduler"]) and len(backends) > 1:
         raise UsageError("several backends apply to a compare run here, not to --from or a fleet")
     if from_paths or fleet["fleet_scheduler"]:
@@ -135,8 +150,12 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
         return
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress,
-                             precisions=precisions, backends=backends)
+                             precisions=precisions, backends=backends, evaluate=evaluate,
+                             inputs=tuple(parse_inputs(inputs)))
     console.print(render_compare(result))
+    if not result.get("scored", True):
+        console.print("not scored: give --data FILE.npz (an array per input and labels) or "
+                      "--evaluate file.py:fn; the fronts are over the costs alone")
     metric = result["metric"] + ("" if result["higher_is_better"] else " (lower is better)")
     console.print(f"* on the {metric}-latency frontier, † on the {metric}-energy frontier; energy: "
                   + escape(", ".join(result["energy_sources"])))

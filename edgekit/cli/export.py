@@ -6,15 +6,24 @@ from typing import Any
 
 import click
 
-from edgekit.cli.common import BATCH, NON_NEGATIVE, SAMPLES, console, err_console
+from edgekit.cli.common import (
+    BATCH,
+    NON_NEGATIVE,
+    SAMPLES,
+    console,
+    err_console,
+    input_option,
+)
 from edgekit.errors import UsageError
 from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
 from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
 from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
-from edgekit.exporters.run import ExportOptions, is_artifact_folder
+from edgekit.exporters.run import ExportOptions
 from edgekit.exporters.run import export as run_export
 from edgekit.exporters.tensorrt import PRECISIONS
+from edgekit.inputs import parse_inputs
 from edgekit.profiles import load_profile
+from edgekit.targets import ArtifactTarget, resolve_target
 
 _ENGINE_FORMATS = ("tensorrt", "jetson-bundle")
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
@@ -141,15 +150,22 @@ def _echo(line: str) -> None:
                    "(WiFi-Mamba's SSM memory) as an input, the next state as an output.")
 @click.option("--force", is_flag=True,
               help="Replace the output folder even if edgekit did not write it.")
+@input_option
 def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: float | None,
-           output: str | None, **values: Any) -> None:
+           output: str | None, inputs: tuple[str, ...], **values: Any) -> None:
     """Export TARGET and validate it against PyTorch.
 
-    TARGET is a registry name or checkpoint; for --to tensorrt and --to jetson-bundle it may
-    also be an ONNX artifact folder or a Jetson bundle. TensorRT engines are built on the GPU
-    that will run them; elsewhere make a Jetson bundle and build there.
+    \b
+    TARGET is a registry name, a checkpoint, an .onnx or .pt2 file, or your own model as
+    path/to/file.py:callable or package.module:callable; for --to tensorrt and --to
+    jetson-bundle (and --precision fp16/int8) also an ONNX artifact folder or a Jetson bundle.
+    An ONNX file has no PyTorch source: it is checked against ONNX Runtime running the graph
+    as written. TensorRT engines are built on the GPU that will run them; elsewhere make a
+    Jetson bundle and build there.
     """
-    _check_options(fmt, is_artifact_folder(target), values)
+    overrides = tuple(parse_inputs(inputs))
+    resolved = resolve_target(target, inputs=overrides, batch=values["batch"] or 1)
+    _check_options(fmt, isinstance(resolved, ArtifactTarget), values)
     profile = load_profile(device).name if device is not None else None
     engine = EngineBuildConfig()
     if fmt in _ENGINE_FORMATS:
@@ -171,9 +187,9 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
                             cuda_graph=values["cuda_graph"], force=values["force"],
-                            precision=precision, stream=values["stream"])
+                            precision=precision, stream=values["stream"], inputs=overrides)
     try:
-        result = run_export(target, output, to=fmt, options=options, echo=_echo)
+        result = run_export(resolved, output, to=fmt, options=options, echo=_echo)
     except ValidationFailed as exc:
         _print_validation(exc.report.lines(), err=True)
         raise
@@ -181,8 +197,22 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         _show_bundle(result, engine.precision)
     elif "quantization" in result.manifest:
         _show_precision(result)
+    elif fmt == "onnx" and result.manifest["source"].get("kind") == "onnx-file":
+        _show_imported(result)
     else:
         {"onnx": _show_onnx, "nir": _show_nir, "tensorrt": _show_engine}[fmt](result)
+
+
+def _show_imported(result: Any) -> None:
+    m = result.manifest
+    _print_validation(result.validation.lines())
+    console.print(f"validated against {result.validation.against} on {result.validation.inputs}",
+                  markup=False, highlight=False)
+    size = sum(f["bytes"] for n, f in m["files"].items() if n.startswith("model.onnx"))
+    console.print(f"opset {m['opset']}, batch {m['batch']}, {size / 1024:.1f} KiB"
+                  + (" (with external data)" if m["source"]["external_data"] else "")
+                  + f", {result.seconds:.1f} s")
+    console.print(f"artifact: {result.folder}/ ({', '.join(m['files'])}, manifest.json)")
 
 
 def _show_nir(result: Any) -> None:

@@ -161,7 +161,7 @@ def compare_fleet_command(names: list[str], settings: ProfileSettings, *,
 
 def profile_fleet_command(target: str, settings: ProfileSettings, *, json_path: str | None,
                           fleet_scheduler: str, fleet_devices: str | None, tls_dir: str | None,
-                          job_timeout: float) -> None:
+                          job_timeout: float, inputs: tuple[Any, ...] = ()) -> None:
     """``edgekit profile --fleet``: one table per device; exit 1 when a job failed."""
     from edgekit.cli.profile import render_profile
     from edgekit.fleet import fleet_profile
@@ -173,7 +173,7 @@ def profile_fleet_command(target: str, settings: ProfileSettings, *, json_path: 
     with closing(_client(fleet_scheduler, tls_dir)) as client, \
             progress_bars(transient=True) as progress:
         result = fleet_profile(target, client, settings, devices=_devices(fleet_devices),
-                               limits=_limits(job_timeout), progress=progress)
+                               limits=_limits(job_timeout), progress=progress, inputs=inputs)
     for report in result["reports"]:
         console.print(render_profile(report))
     write_json(json_path, report_document("fleet-profile", result))

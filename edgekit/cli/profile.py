@@ -16,11 +16,13 @@ from edgekit.cli.common import (
     SECONDS,
     THREADS,
     console,
+    input_option,
     progress_bars,
     write_json,
 )
 from edgekit.cli.fleet import fleet_options, profile_fleet_command
 from edgekit.energy import METER_NAMES
+from edgekit.inputs import parse_inputs
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.run import profile as run_profile
 from edgekit.profiler.timing import TimingPlan
@@ -126,25 +128,30 @@ def render_profile(report: dict[str, Any]) -> Table:
                    "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
+@input_option
 @fleet_options
 def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,
             iterations: int | None, energy: str, sysfs_root: str | None,
-            json_path: str | None, **fleet: Any) -> None:
+            json_path: str | None, inputs: tuple[str, ...], **fleet: Any) -> None:
     """Measure latency, throughput, memory and energy of TARGET.
 
-    TARGET is a registry name, a checkpoint, an artifact folder (ONNX or TensorRT engine) or an
-    .onnx file. With --fleet it is exported once here and profiled on every device kind.
+    \b
+    TARGET is a registry name, a checkpoint, an artifact folder (ONNX or TensorRT engine), an
+    .onnx or .pt2 file, or your own model as path/to/file.py:callable or
+    package.module:callable. With --fleet it is exported once here and profiled on every device
+    kind.
     """
+    overrides = tuple(parse_inputs(inputs))
     settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
                                                iterations=iterations), energy=energy,
                                provider=provider, cuda_graph=cuda_graph,
                                sysfs_root=sysfs_root)
     if fleet["fleet_scheduler"]:
-        profile_fleet_command(target, settings, json_path=json_path, **fleet)
+        profile_fleet_command(target, settings, json_path=json_path, inputs=overrides, **fleet)
         return
     with progress_bars(transient=True) as progress:
-        report = run_profile(target, settings, progress=progress)
+        report = run_profile(target, settings, progress=progress, inputs=overrides)
     console.print(render_profile(report))
     write_json(json_path, report_document("profile", report))

@@ -4,10 +4,18 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from edgekit.cli.common import JSON_FILE, NON_NEGATIVE, console, err_console, write_json
+from edgekit.cli.common import (
+    JSON_FILE,
+    NON_NEGATIVE,
+    console,
+    err_console,
+    input_option,
+    write_json,
+)
 from edgekit.exporters import ValidationFailed, ValidationReport
 from edgekit.exporters.reference import AGAINST
 from edgekit.exporters.run import validate as run_validate
+from edgekit.inputs import parse_inputs
 from edgekit.provenance import report_document
 
 
@@ -40,15 +48,20 @@ def render_statistics(report: ValidationReport) -> Table:
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
+@input_option
 def validate(target: str, against: str, atol: float | None, rtol: float | None,
-             json_path: str | None) -> None:
+             json_path: str | None, inputs: tuple[str, ...]) -> None:
     """Check an export against PyTorch, output by output.
 
+    \b
     TARGET is an artifact folder (ONNX artifact, TensorRT engine or Jetson bundle), run on its
-    saved reference input and compared output by output, Polygraphy-style; a registry name or a
-    checkpoint is first exported to ONNX in a temporary folder. Exits 1 beyond tolerance.
+    saved reference input and compared output by output, Polygraphy-style. A model (registry
+    name, checkpoint, .pt2 file, file.py:callable, package.module:callable) is first exported
+    to ONNX in a temporary folder; an .onnx file, which has no PyTorch source, is checked
+    against ONNX Runtime running the graph as written (FP32, CPU, graph optimisations off).
+    Exits 1 beyond tolerance.
     """
-    checked = run_validate(target, against, atol, rtol)
+    checked = run_validate(target, against, atol, rtol, inputs=tuple(parse_inputs(inputs)))
     art, report, why = checked.artifact, checked.report, checked.tolerance_basis
     precision = ((art.manifest.get("tensorrt") or {}).get("precision")
                  or art.manifest.get("precision", "fp32"))

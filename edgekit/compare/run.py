@@ -2,13 +2,15 @@
 efficiency figures.
 
 Each NAME is what the CLI's TARGET is: a registry name, trained once per config and dataset (a
-cached checkpoint); a checkpoint, used as it is; or an artifact folder, scored with the
-checkpoint it was exported from and profiled itself. Each is evaluated on the test split, then
-profiled with the same settings; rows on the accuracy-latency and accuracy-energy
-Pareto frontiers are marked. With several ``backends`` each name is profiled on each (one row per
-name and backend: a pruned net's latency in torch beside ONNX Runtime). A spiking net's row also
-carries its synaptic operations and 45 nm energy as ``edgekit simulate`` counts them
-(``compare/spiking.py``).
+cached checkpoint); a checkpoint, used as it is; an artifact folder, scored with the
+checkpoint it was exported from and profiled itself; or a user's own model (``file.py:callable``,
+``.pt2``, ``.onnx``, an artifact made from one), scored on ``--data`` or by ``--evaluate``
+(``compare/user.py``), else shown with its efficiency figures alone. Each is evaluated on the
+test split, then profiled with the same settings; rows on the accuracy-latency and
+accuracy-energy Pareto frontiers are marked. With several ``backends`` each name is profiled on
+each (one row per name and backend: a pruned net's latency in torch beside ONNX Runtime). A
+spiking net's row also carries its synaptic operations and 45 nm energy as ``edgekit simulate``
+counts them (``compare/spiking.py``).
 """
 from __future__ import annotations
 
@@ -24,38 +26,54 @@ from edgekit.compare.pareto import pareto_mask
 from edgekit.compare.rows import measured_fields
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
+from edgekit.inputs import InputOverride
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiles import load_profile
 from edgekit.progress import Progress
-from edgekit.registry import ModelEntry, split_name
-from edgekit.targets import looks_like_path
+from edgekit.registry import ModelEntry
+from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
 from edgekit.training import evaluate_entry
 
 
-def resolve_name(name: str) -> tuple[ModelEntry, str | None, Path | None]:
-    """The entry, variant and trained checkpoint (None: train one) that ``name`` stands for."""
-    if not looks_like_path(name):
-        return (*split_name(name), None)
-    if Path(name).is_dir():
+def resolve_trained(target: Target) -> tuple[ModelEntry, str | None, Path | None] | None:
+    """The registry entry, variant and trained checkpoint (None: train one) that a resolved
+    target stands for; None for a user's own model, which is scored on the user's data."""
+    if isinstance(target, OnnxFileTarget):
+        return None
+    if isinstance(target, ArtifactTarget):
         from edgekit.exporters import load_artifact
 
-        source = load_artifact(name).manifest["source"]
+        source = load_artifact(target.folder).manifest["source"]
+        if not source.get("entry"):
+            return None
         if "checkpoint" not in source:
-            raise UsageError(f"{name} was exported from untrained weights, which have no score",
-                             hint="export a checkpoint written by 'edgekit train'")
-        name = source["checkpoint"]
-    ckpt = read_checkpoint(name)
-    return ckpt.entry, ckpt.variant, ckpt.path
+            raise UsageError(f"{target.folder} was exported from untrained weights, which have "
+                             f"no score", hint="export a checkpoint written by 'edgekit train'")
+        ckpt = read_checkpoint(source["checkpoint"])
+        return ckpt.entry, ckpt.variant, ckpt.path
+    if target.entry is None:
+        return None
+    return target.entry, target.variant, (target.checkpoint.path if target.checkpoint else None)
 
 
-def _score(name: str, entry: ModelEntry, model: Any, dataset: Any) -> float:
+def resolve_name(name: str) -> tuple[ModelEntry, str | None, Path | None]:
+    """``resolve_trained`` of a registry name, checkpoint or artifact of one (the fleet's and
+    the tour's callers, which take built-in models only)."""
+    found = resolve_trained(resolve_target(name))
+    if found is None:
+        raise UsageError(f"{name} is your own model; this takes built-in models and their "
+                         f"checkpoints")
+    return found
+
+
+def _score(target: Target, entry: ModelEntry, model: Any, dataset: Any) -> float:
     """The test score; an fp16 / int8 artifact is scored by running it, not its checkpoint."""
-    if Path(name).is_dir():
+    if isinstance(target, ArtifactTarget):
         from edgekit.backends import OnnxRuntimeRunner
         from edgekit.exporters import load_artifact
         from edgekit.exporters.quantize import score_onnx
 
-        artifact = load_artifact(name)
+        artifact = load_artifact(target.folder)
         if artifact.manifest.get("precision", "fp32") != "fp32":
             with OnnxRuntimeRunner(artifact.model_path, threads=1) as runner:
                 return score_onnx(runner, entry, dataset.x_test, dataset.y_test,
@@ -66,6 +84,7 @@ def _score(name: str, entry: ModelEntry, model: Any, dataset: Any) -> float:
 def _fields(name: str, entry: ModelEntry, dataset: Any, score: float, report: dict[str, Any],
             ckpt_path: Path, spiking: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "family": entry.family, "metric": entry.task.metric,
+            "higher_is_better": entry.task.higher_is_better,
             entry.task.metric: score, "dataset": dataset.name, "checkpoint": str(ckpt_path),
             "backend": report["backend"]["backend"], **measured_fields(report), **spiking}
 
@@ -78,21 +97,23 @@ def _spiking(entry: ModelEntry, model: Any, dataset: Any) -> dict[str, Any]:
     return spiking_fields(model, dataset.x_test)
 
 
-def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
+def _rows(name: str, target: Target, settings: ProfileSettings, data: str | Path | None,
           progress: Progress | None, precisions: Sequence[str] | None,
           backends: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """The rows of one name (one per precision or backend) and the precisions refused for it."""
-    entry, variant, ckpt_path = resolve_name(name)
+    trained = resolve_trained(target)
+    assert trained is not None  # a user's model goes to compare/user.py
+    entry, variant, ckpt_path = trained
     dataset = load_dataset(entry.task, data)
     if ckpt_path is None:
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
     model, _ = load_checkpoint(ckpt_path)
     spiking = _spiking(entry, model, dataset)
     if precisions is None:
-        score = _score(name, entry, model, dataset)
-        target = name if Path(name).is_dir() else str(ckpt_path)
+        score = _score(target, entry, model, dataset)
+        measured = target if isinstance(target, ArtifactTarget) else str(ckpt_path)
         return [_fields(name, entry, dataset, score,
-                        profile(target, replace(settings, backend=b), progress=progress),
+                        profile(measured, replace(settings, backend=b), progress=progress),
                         ckpt_path, spiking) for b in backends], []
     from edgekit.compare.precision import precision_artifacts
 
@@ -108,15 +129,18 @@ def _rows(name: str, settings: ProfileSettings, data: str | Path | None,
     return rows, refused
 
 
-def compare(names: Sequence[str],
+def compare(names: Sequence[Any],
             settings: ProfileSettings = ProfileSettings(),  # noqa: B008  (frozen dataclass)
             data: str | Path | None = None, progress: Progress | None = None,
             precisions: Sequence[str] | None = None,
-            backends: Sequence[str] | None = None) -> dict[str, Any]:
-    """Rows for each name, checkpoint or artifact folder (in order) with ``pareto_latency`` /
-    ``pareto_energy`` flags; with ``precisions``, one row per name and precision (ONNX Runtime
-    artifacts of each); with ``backends`` (default: ``settings.backend`` alone), one row per
-    name and backend. The fronts are drawn across all rows."""
+            backends: Sequence[str] | None = None, evaluate: str | None = None,
+            inputs: tuple[InputOverride, ...] = ()) -> dict[str, Any]:
+    """Rows for each name, checkpoint, artifact folder or user's model (in order) with
+    ``pareto_latency`` / ``pareto_energy`` flags; with ``precisions``, one row per name and
+    precision (ONNX Runtime artifacts of each); with ``backends`` (default: ``settings.backend``
+    alone), one row per name and backend. The fronts are drawn across all rows. A user's model
+    is scored on ``data`` (an array per input and ``labels``) or by ``evaluate``
+    (``compare/user.py``); with neither its rows carry the efficiency figures alone."""
     if not names:
         raise UsageError("compare needs at least one model name")
     backends = tuple(backends or (settings.backend,))
@@ -125,42 +149,86 @@ def compare(names: Sequence[str],
         raise UsageError(f"--backend names {twice[0]} twice")
     if precisions is not None and len(backends) > 1:
         raise UsageError("--precision compares ONNX Runtime artifacts; give one --backend")
+    labels = [str(n) if isinstance(n, (str, Path)) else None for n in names]
+    if len({label for label in labels if label is not None}) != sum(x is not None for x in labels):
+        raise UsageError("compare got the same name twice")
+    targets = [resolve_target(n, inputs=inputs, batch=settings.batch) for n in names]
+    labels = [label or t.name for label, t in zip(labels, targets, strict=True)]
     if precisions is not None:
         from edgekit.compare.precision import check_backend, parse_precisions
 
         precisions = parse_precisions(precisions)
         check_backend(settings.backend)
-        dirs = [n for n in names if Path(n).is_dir()]
-        if dirs:
-            raise UsageError(f"--precision converts trained models; {dirs[0]} is an artifact",
-                             hint="give its model name or checkpoint")
-    if len(set(names)) != len(names):
-        raise UsageError("compare got the same name twice")
-    tasks = {name: resolve_name(name)[0].task for name in names}  # bad names fail before training
-    if settings.device is not None:
-        load_profile(settings.device)  # so does a bad --device
-    metrics = {(t.dataset, t.metric) for t in tasks.values()}
-    if len(metrics) > 1:
+        trained_dirs = [label for label, t in zip(labels, targets, strict=True)
+                        if isinstance(t, ArtifactTarget) and resolve_trained(t) is not None]
+        if trained_dirs:
+            raise UsageError(f"--precision converts trained models; {trained_dirs[0]} is an "
+                             f"artifact", hint="give its model name or checkpoint")
+    trained = [resolve_trained(t) for t in targets]  # bad names fail before training
+    tasks = {label: tr[0].task for label, tr in zip(labels, trained, strict=True)
+             if tr is not None}
+    if len({(t.dataset, t.metric) for t in tasks.values()}) > 1:  # before any training
         listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())
         raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
                          hint="compare the models of each task separately")
-    task = next(iter(tasks.values()))
+    if settings.device is not None:
+        load_profile(settings.device)  # so does a bad --device
+    if evaluate is not None and any(t is not None for t in trained):
+        raise UsageError("--evaluate scores your own models; the built-in ones are scored on "
+                         "their datasets")
+    user_specs = [t.inputs if isinstance(t, (ModelSource, OnnxFileTarget)) else None
+                  for t, tr in zip(targets, trained, strict=True) if tr is None]
+    scorer = None
+    if user_specs:
+        from edgekit.compare.user import make_scorer
+
+        spec = next((s for s in user_specs if s is not None), None)
+        if spec is None:
+            from edgekit.exporters import load_artifact
+            from edgekit.exporters.calibration import artifact_input_spec
+
+            first = next(t for t, tr in zip(targets, trained, strict=True) if tr is None)
+            spec = artifact_input_spec(load_artifact(first.folder).manifest)
+        scorer = make_scorer(data if all(t is None for t in trained) else None, evaluate, spec)
     rows, refused = [], []
-    for n in names:
-        made, skipped = _rows(n, settings, data, progress, precisions, backends)
+    for label, target, tr in zip(labels, targets, trained, strict=True):
+        if tr is None:
+            from edgekit.compare.user import user_rows
+
+            made, skipped = user_rows(label, target, settings, scorer, progress, precisions,
+                                      backends, calib_data=data)
+        else:
+            made, skipped = _rows(label, target, settings, data, progress, precisions, backends)
         rows += made
         refused += skipped
     if not rows:
         raise UsageError(f"every precision was refused: {'; '.join(refused)}")
-    sign = 1.0 if task.higher_is_better else -1.0
-    quality = [sign * r[task.metric] for r in rows]
+    return _with_fronts(rows, refused, backends, precisions, scorer)
+
+
+def _with_fronts(rows: list[dict[str, Any]], refused: list[str], backends: Sequence[str],
+                 precisions: Sequence[str] | None, scorer: Any) -> dict[str, Any]:
+    """The compare result: rows of one metric and dataset, with the Pareto fronts marked (over
+    the costs alone where no row has a score)."""
+    tasks = {(r["dataset"], r["metric"]) for r in rows if r["metric"] is not None}
+    if len(tasks) > 1:
+        listed = "; ".join(sorted({f"{r['name']}: {r['metric']} on {r['dataset']}"
+                                   for r in rows if r["metric"] is not None}))
+        raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
+                         hint="compare the models of each task separately")
+    metric = next(iter(tasks))[1] if tasks else "score"
+    higher = (rows[0].get("higher_is_better", True) if scorer is None
+              else scorer.higher_is_better)
+    sign = 1.0 if higher else -1.0
+    quality = [sign * r[metric] if r.get(metric) is not None else 0.0 for r in rows]
     for flag, key in (("pareto_latency", "latency_p50_ms"),
                       ("pareto_energy", "energy_per_inference_j")):
         for row, on_front in zip(rows, pareto_mask(quality, [r[key] for r in rows]), strict=False):
             row[flag] = on_front
+    for row in rows:
+        row.setdefault(metric, None)
     sources = sorted({r["energy_source"] for r in rows})
     return {"rows": rows, "device": rows[0]["profile"]["device"], "backend": ", ".join(backends),
-            "backends": list(backends),
-            "metric": task.metric, "higher_is_better": task.higher_is_better,
-            "energy_sources": sources, "precisions": list(precisions or []),
-            "refused": refused}
+            "backends": list(backends), "metric": metric, "higher_is_better": higher,
+            "scored": bool(tasks), "energy_sources": sources,
+            "precisions": list(precisions or []), "refused": refused}

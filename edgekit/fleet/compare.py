@@ -24,9 +24,16 @@ from edgekit.fleet.jobs import Job, Limits, Outcome, run_jobs
 from edgekit.fleet.merge import merged, profile_row
 from edgekit.fleet.payload import Payload, pack
 from edgekit.fleet.status import select_kinds
+from edgekit.inputs import InputOverride
 from edgekit.profiler.run import ProfileSettings
 from edgekit.progress import Progress, ProgressUpdate
-from edgekit.targets import load_model_source, looks_like_path
+from edgekit.targets import (
+    ArtifactTarget,
+    OnnxFileTarget,
+    Target,
+    load_model_source,
+    resolve_target,
+)
 from edgekit.training import evaluate_entry
 
 
@@ -41,15 +48,18 @@ class _Scored:
     payload: Payload
 
 
-def _export(name: str, source_target: str, settings: ProfileSettings, workdir: Path) -> Payload:
-    """The payload of ``name``: its artifact folder or .onnx file as it is, else a fresh ONNX
-    export (validated against PyTorch) of ``source_target``."""
-    path = Path(name)
-    if looks_like_path(name) and (path.is_dir() or path.suffix == ".onnx"):
-        return pack(name, path)
+def _export(name: str, target: Target, settings: ProfileSettings, workdir: Path) -> Payload:
+    """The payload of ``name``: an artifact folder as it is; an ONNX file made into an artifact
+    (its external data and input spec travel with it); a model exported to ONNX (validated
+    against PyTorch)."""
+    if isinstance(target, ArtifactTarget):
+        return pack(name, target.folder)
     folder = Path(tempfile.mkdtemp(prefix="export-", dir=workdir)) / "artifact"
-    result = export_onnx(load_model_source(source_target), folder, batch=settings.batch)
-    return pack(name, result.folder)
+    if isinstance(target, OnnxFileTarget):
+        from edgekit.exporters.onnx_file import import_onnx
+
+        return pack(name, import_onnx(target.at_batch(settings.batch), folder).folder)
+    return pack(name, export_onnx(target, folder, batch=settings.batch).folder)
 
 
 def _scored(name: str, settings: ProfileSettings, data: str | Path | None, workdir: Path,
@@ -60,8 +70,9 @@ def _scored(name: str, settings: ProfileSettings, data: str | Path | None, workd
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
     model, _ = load_checkpoint(ckpt_path)
     score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
+    target = resolve_target(name) if Path(name).is_dir() else load_model_source(str(ckpt_path))
     return _Scored(entry, dataset.name, score, str(ckpt_path),
-                   _export(name, str(ckpt_path), settings, workdir))
+                   _export(name, target, settings, workdir))
 
 
 def fleet_compare(names: Sequence[str], client: Any,
@@ -109,18 +120,21 @@ def _failures(outcomes: Sequence[Outcome]) -> list[dict[str, Any]]:
     return [o.to_failure() for o in outcomes if o.error is not None]
 
 
-def fleet_profile(target: str, client: Any,
+def fleet_profile(target: Any, client: Any,
                   settings: ProfileSettings = ProfileSettings(),  # noqa: B008 (frozen)
                   *, devices: Sequence[str] | None = None,
                   limits: Limits = Limits(),  # noqa: B008 (frozen)
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None,
+                  inputs: tuple[InputOverride, ...] = ()) -> dict[str, Any]:
     """``edgekit profile TARGET`` on every selected device kind: one report per device, and the
-    failed jobs. TARGET is exported to ONNX once on the client (an artifact or .onnx file is
-    shipped as it is)."""
+    failed jobs. TARGET (anything ``resolve_target`` takes) is exported to ONNX once on the
+    client; an artifact is shipped as it is."""
     kinds = select_kinds(client, devices)
+    resolved = resolve_target(target, inputs=inputs, batch=settings.batch)
+    name = resolved.name if not isinstance(target, (str, Path)) else str(target)
     with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
-        payload = _export(target, target, settings, Path(tmp))
-    outcomes = run_jobs(client, [Job(target, kind) for kind in kinds], {target: payload},
+        payload = _export(name, resolved, settings, Path(tmp))
+    outcomes = run_jobs(client, [Job(name, kind) for kind in kinds], {name: payload},
                         settings, limits=limits, progress=progress)
     return {"reports": [o.report for o in outcomes if o.report is not None],
             "failures": _failures(outcomes)}

@@ -22,14 +22,15 @@ import numpy as np
 from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_backends
 from edgekit.energy import EnergyMeter, open_meter
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.exporters import export_onnx, is_artifact, load_artifact
+from edgekit.exporters import export_onnx, load_artifact
 from edgekit.flops import model_cost
+from edgekit.inputs import InputOverride
 from edgekit.profiler.memory import PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
 from edgekit.profiles import DeviceProfile, detect_profile, load_profile
 from edgekit.progress import Progress, ProgressUpdate
-from edgekit.targets import ModelSource, load_model_source
+from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
 
 
 @dataclass(frozen=True)
@@ -88,31 +89,6 @@ class _Prepared:
     precision: str | None = None  # what the model runs at, where the artifact fixes it (engines)
 
 
-def _feed_for_onnx(path: Path, batch: int) -> dict[str, np.ndarray]:
-    """Random inputs matching an ONNX file's declared inputs (symbolic dims take ``batch``)."""
-    import onnx
-    from onnx import helper
-
-    try:
-        graph = onnx.load(str(path), load_external_data=False).graph
-    except Exception as exc:  # protobuf's DecodeError and friends
-        raise UsageError(f"{path} is not a valid ONNX model ({type(exc).__name__}: {exc})") from exc
-    inits = {i.name for i in graph.initializer}
-    rng = np.random.default_rng(0)
-    feed = {}
-    for value in graph.input:
-        if value.name in inits:
-            continue
-        t = value.type.tensor_type
-        shape = [d.dim_value if d.dim_value > 0 else batch for d in t.shape.dim]
-        dtype = helper.tensor_dtype_to_np_dtype(t.elem_type)
-        if np.issubdtype(dtype, np.floating):
-            feed[value.name] = rng.random(shape, dtype=np.float32).astype(dtype)
-        else:
-            feed[value.name] = rng.integers(0, 2, size=shape).astype(dtype)
-    return feed
-
-
 def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
     profile = (artifact.manifest.get("tensorrt") or {}).get("profile") or []
     if not profile or not artifact.manifest["tensorrt"].get("dynamic"):
@@ -162,10 +138,8 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
         built = spec.build(artifact, workdir / "built", options)  # type: ignore[misc]
         artifact = load_artifact(built)
         size_source = f"{spec.file_label} (built for this run, {settings.precision})"
-    onnx = artifact.manifest.get("onnx")  # an engine keeps the ONNX file it was built from
-    onnx_file = artifact.folder / onnx["file"] if onnx else artifact.model_path
     return _Prepared(runner=spec.open_file(artifact.model_path, options),  # type: ignore[misc]
-                     feed=_feed_for_onnx(onnx_file, settings.batch), name=artifact.source_name,
+                     feed=_artifact_feed(artifact, settings.batch), name=artifact.source_name,
                      source={"artifact": str(folder), **artifact.manifest["source"]},
                      flops_per_sample=artifact.manifest.get("flops_per_sample"),
                      params=artifact.manifest.get("params"), size_bytes=artifact.size_bytes,
@@ -174,51 +148,73 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
                                 or artifact.manifest.get("precision")))
 
 
-def _from_onnx_file(path: Path, settings: ProfileSettings, threads: int) -> _Prepared:
+def _artifact_feed(artifact: Any, batch: int) -> dict[str, np.ndarray]:
+    """Inputs for an artifact at ``batch``: from the input spec it was made with (a user's
+    token ids stay in their range), else from the inputs its manifest records."""
+    from edgekit.exporters.calibration import artifact_input_spec
+
+    return artifact_input_spec(artifact.manifest).feed(batch)
+
+
+def _from_onnx_file(target: OnnxFileTarget, settings: ProfileSettings,
+                    threads: int) -> _Prepared:
     spec = get_backend(settings.backend)
+    path = target.path
     if spec.artifact_format != "onnx":
         raise _wrong_backend(path, "an ONNX file", "onnx", spec)
+    size = sum(p.stat().st_size for p in _with_external_data(path))
     return _Prepared(runner=spec.open_file(path, _options(settings, threads)),  # type: ignore[misc]
-                     feed=_feed_for_onnx(path, settings.batch), name=path.stem,
-                     source={"onnx_file": str(path)}, flops_per_sample=None, params=None,
-                     size_bytes=path.stat().st_size, size_source=spec.file_label)
+                     feed=target.at_batch(settings.batch).inputs.feed(settings.batch),
+                     name=target.name, source={"onnx_file": str(path)}, flops_per_sample=None,
+                     params=None, size_bytes=size,
+                     size_source=spec.file_label + (" with its external data"
+                                                    if size > path.stat().st_size else ""))
+
+
+def _with_external_data(path: Path) -> list[Path]:
+    """An ONNX file and the external data files its initialisers name."""
+    import onnx
+    from onnx.external_data_helper import uses_external_data
+
+    model = onnx.load(str(path), load_external_data=False)
+    found = {path}
+    for tensor in model.graph.initializer:
+        if uses_external_data(tensor):
+            location = next((e.value for e in tensor.external_data if e.key == "location"), None)
+            if location and (path.parent / location).is_file():
+                found.add(path.parent / location)
+    return sorted(found)
 
 
 def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
                 workdir: Path) -> _Prepared:
     spec = get_backend(settings.backend)
-    task = source.entry.task
-    cost = model_cost(source.model, source.entry.example_inputs(batch=1))
+    cost = model_cost(source.model, source.example_inputs(batch=1))
     if spec.open_module is None:  # the backend runs an artifact: export one and load that
         result = export_onnx(source, workdir / "artifact", batch=settings.batch,
                              device=settings.device)
         prepared = _from_artifact(result.folder, settings, threads, workdir, exported=True)
         return replace(prepared, name=source.name, source=source.record(),
                        flops_per_sample=cost.flops_per_sample, params=cost.params)
-    inputs = source.entry.example_inputs(batch=settings.batch)
-    runner = spec.open_module(source.model, [task.input_name], task.output_names,
+    runner = spec.open_module(source.model, source.inputs.names, source.output_names,
                               _options(settings, threads))
     if source.checkpoint is not None:
         size, size_source = source.checkpoint.path.stat().st_size, "safetensors checkpoint"
     else:
         size = sum(p.numel() * p.element_size() for p in source.model.parameters())
         size_source = "in-memory parameters"
-    return _Prepared(runner=runner, feed={task.input_name: inputs[0].numpy()}, name=source.name,
+    return _Prepared(runner=runner, feed=source.inputs.feed(settings.batch), name=source.name,
                      source=source.record(), flops_per_sample=cost.flops_per_sample,
                      params=cost.params, size_bytes=size, size_source=size_source)
 
 
-def _prepare(target: str, settings: ProfileSettings, threads: int, workdir: Path) -> _Prepared:
-    path = Path(target)
-    if path.is_dir():
-        if not is_artifact(path):
-            raise UsageError(f"{path} is a folder but not an edgekit artifact (no manifest.json)")
-        return _from_artifact(path, settings, threads, workdir)
-    if target.endswith(".onnx"):
-        if not path.is_file():
-            raise UsageError(f"ONNX file {path} does not exist")
-        return _from_onnx_file(path, settings, threads)
-    return _from_model(load_model_source(target), settings, threads, workdir)
+def _prepare(target: Target, settings: ProfileSettings, threads: int,
+             workdir: Path) -> _Prepared:
+    if isinstance(target, ArtifactTarget):
+        return _from_artifact(target.folder, settings, threads, workdir)
+    if isinstance(target, OnnxFileTarget):
+        return _from_onnx_file(target, settings, threads)
+    return _from_model(target, settings, threads, workdir)
 
 
 def resolve_device(device: str | None) -> DeviceProfile:
@@ -251,17 +247,21 @@ def _fractions(progress: Progress | None, label: str) -> Callable[[float], None]
     return update
 
 
-def profile(target: str, settings: ProfileSettings = ProfileSettings(),
-            progress: Progress | None = None, meter: EnergyMeter | None = None) -> dict[str, Any]:
-    """Profile ``target`` (registry name, checkpoint, artifact folder or .onnx file).
+def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
+            progress: Progress | None = None, meter: EnergyMeter | None = None,
+            inputs: tuple[InputOverride, ...] = ()) -> dict[str, Any]:
+    """Profile ``target``: anything ``resolve_target`` takes (a registry name, checkpoint,
+    artifact folder, .onnx or .pt2 file, a user's callable or module), or a resolved target.
 
-    ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own).
+    ``meter`` replaces the meter that ``settings.energy`` would pick (a sensor of your own);
+    ``inputs`` (``--input``) set a user model's or ONNX file's input shapes.
     """
     get_backend(settings.backend).check(settings.provider)  # one line where it cannot run here
+    resolved = resolve_target(target, inputs=inputs, batch=settings.batch)
     device = resolve_device(settings.device)
     threads = settings.threads or available_cores()
     with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
-        prepared = _prepare(target, settings, threads, Path(tmp))
+        prepared = _prepare(resolved, settings, threads, Path(tmp))
         meter = meter or open_meter(device, settings.energy, root=settings.sysfs_root)
         memory = PeakMemoryTracker()
         memory.start()

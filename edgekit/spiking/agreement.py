@@ -190,7 +190,7 @@ def spike_agreement(source: ModelSource, x: np.ndarray, *, eps: float = DEFAULT_
     probe = _Probe(model)
     if not probe.names:
         raise UsageError(f"{source.name} has no spiking neurons to compare")
-    settings = source.entry.export
+    settings = source.export_settings
     # per layer: elements, PyTorch spikes, disagreements, at ties, roots, roots at ties,
     # PyTorch ties
     stats = {name: np.zeros(7, dtype=np.int64) for name in probe.names}

@@ -24,7 +24,7 @@ from edgekit.registry import all_names, split_name
 from edgekit.spiking.counting import COUNTER_SOURCE, count, spike_total
 from edgekit.spiking.energy import horowitz_45nm, neuromorphic, spikingjelly_simple
 from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
-from edgekit.targets import ModelSource, looks_like_path
+from edgekit.targets import ModelSource, registry_source
 
 DEFAULT_CHIP = "loihi"
 
@@ -61,7 +61,7 @@ def load_spiking_source(model: str, checkpoint: str | None = None,
     Refuses non-spiking models and checkpoints of another model or variant; ``timesteps``
     rebuilds the net for another T (the weights do not depend on T).
     """
-    if checkpoint is None and looks_like_path(model):
+    if checkpoint is None and (model.endswith(".safetensors") or Path(model).is_file()):
         checkpoint, model = model, read_checkpoint(model).model_name
     entry, variant = split_name(model)
     name = model
@@ -83,7 +83,7 @@ def load_spiking_source(model: str, checkpoint: str | None = None,
         model_obj = rebuilt.eval()
     if not isinstance(model_obj, MultiStepNet) or not is_spiking(model_obj):
         raise UsageError(f"{name} has no spiking neurons to simulate")
-    return ModelSource(model_obj, entry, variant, ckpt)
+    return registry_source(entry, variant, model_obj, ckpt)
 
 
 def _chip(name: str) -> DeviceProfile:

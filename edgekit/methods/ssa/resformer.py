@@ -165,7 +165,7 @@ def build_paper_model(name: str, **overrides: Any) -> SpikingResformer:
 def paper_entry(name: str, **overrides: Any) -> ModelEntry:
     """An unregistered ``ModelEntry`` for a paper config (ImageNet contract, no built-in
     dataset), so the exporters and the profiler can take it like any registry model:
-    ``ModelSource(entry.build(), entry, None)``."""
+    ``registry_source(entry, None, entry.build())``."""
     cfg = paper_config(name, **overrides)
     size = cfg["input_size"]
     task = TaskSpec(dataset="imagenet", metric="accuracy",
