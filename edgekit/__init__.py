@@ -1,13 +1,15 @@
 """edgekit: take PyTorch models to edge devices and measure what they cost there.
 
 The Python API mirrors the CLI; names are imported lazily so ``import edgekit`` stays cheap.
-``export``, ``validate``, ``profile`` and ``compare`` take what the CLI's TARGET takes: a registry
-name, a ``.safetensors`` checkpoint or an artifact folder::
+``export``, ``validate``, ``profile`` and ``compare`` take what the CLI's TARGET takes (a registry
+name, a ``.safetensors`` checkpoint, an artifact folder, an ``.onnx`` or ``.pt2`` file,
+``file.py:callable``, ``package.module:callable``) and your own ``nn.Module``, alone or with its
+example inputs::
 
     import edgekit
-    model = edgekit.create_model("ds-cnn:wide")
+    result = edgekit.export((my_module, example_input), "my-model-onnx")
+    report = edgekit.profile("my-model-onnx", edgekit.ProfileSettings(backend="onnxruntime"))
     result = edgekit.export("ds-cnn", "ds-cnn-onnx")
-    report = edgekit.profile("ds-cnn-onnx", edgekit.ProfileSettings(backend="onnxruntime"))
 """
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ _API = {
     "ProfileSettings": "edgekit.profiler.run",
     "TimingPlan": "edgekit.profiler.timing",
     "compare": "edgekit.compare",
+    "resolve_target": "edgekit.targets",
     "load_profile": "edgekit.profiles",
     "detect_profile": "edgekit.profiles",
     "open_meter": "edgekit.energy",

@@ -14,6 +14,7 @@ Code downstream takes these types and never parses the string again.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from torch import nn
 
 from edgekit.checkpoint import Checkpoint, load_checkpoint
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.inputs import InputField, InputOverride, InputSpec, spec_from_onnx
+from edgekit.inputs import InputField, InputOverride, InputSpec, parse_input, spec_from_onnx
 from edgekit.registry import (
     VARIANT_SEPARATOR,
     ExportSettings,
@@ -218,15 +219,15 @@ def _is_registry_name(target: str) -> bool:
     return base in {n.partition(VARIANT_SEPARATOR)[0] for n in all_names()}
 
 
-def resolve_target(target: Any, *, inputs: tuple[InputOverride, ...] | list[InputOverride] = (),
+def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
                    deploy: bool = True, batch: int = 1) -> Target:
     """``target`` as a typed target (see the module's docstring); already typed, as it is.
 
-    ``inputs`` (``--input``) set or change a user model's or ONNX file's input spec; ``batch``
-    sizes an ONNX file's symbolic batch dimension. With ``deploy`` a registry entry's inference
-    form is applied (``ModelEntry.deploy``), so exports and profiles measure what would be
-    deployed."""
-    overrides = tuple(inputs)
+    ``inputs`` (``--input``, as ``InputOverride`` or the CLI's ``NAME:DIMS[:DTYPE]`` text) set
+    or change a user model's or ONNX file's input spec; ``batch`` sizes an ONNX file's symbolic
+    batch dimension. With ``deploy`` a registry entry's inference form is applied
+    (``ModelEntry.deploy``), so exports and profiles measure what would be deployed."""
+    overrides = tuple(parse_input(o) if isinstance(o, str) else o for o in inputs)
     if isinstance(target, (ModelSource, ArtifactTarget, OnnxFileTarget)):
         return target
     if not isinstance(target, (str, Path)):
@@ -286,7 +287,7 @@ def _refuse_overrides(overrides: tuple[InputOverride, ...], what: str) -> None:
 
 
 def load_model_source(target: Any, deploy: bool = True,
-                      inputs: tuple[InputOverride, ...] = ()) -> ModelSource:
+                      inputs: Sequence[InputOverride | str] = ()) -> ModelSource:
     """A target that must be a torch module (a registry name, checkpoint, user callable,
     ``.pt2`` or module object)."""
     resolved = resolve_target(target, inputs=inputs, deploy=deploy)

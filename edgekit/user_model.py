@@ -86,8 +86,26 @@ class LoadedModel:
     files: tuple[Path, ...] = ()  # what it was read from, for provenance and overlap checks
 
 
+class ProgramModule(nn.Module):
+    """An ``ExportedProgram``'s module. Its train/eval behaviour was fixed when it was exported
+    and its graph module refuses ``train()``/``eval()``, so mode changes stop here."""
+
+    def __init__(self, graph_module: nn.Module) -> None:
+        super().__init__()
+        self.program = graph_module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.program(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> ProgramModule:
+        self.training = mode
+        return self
+
+
 def _forward_names(module: nn.Module) -> list[str]:
     """The names of ``forward``'s positional parameters (``*args`` and keyword-only left out)."""
+    if isinstance(module, ProgramModule):
+        module = module.program
     try:
         params = inspect.signature(module.forward).parameters.values()
     except (TypeError, ValueError):
@@ -98,7 +116,7 @@ def _forward_names(module: nn.Module) -> list[str]:
 
 def _as_module(obj: Any, origin: str) -> nn.Module:
     if isinstance(obj, torch.export.ExportedProgram):
-        return obj.module()
+        return ProgramModule(obj.module())
     if isinstance(obj, nn.Module):
         return obj
     raise UsageError(f"{origin} returned a {type(obj).__name__}, not an nn.Module",

@@ -162,21 +162,36 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
                             "seed": SAMPLE_SEED, **batcher.record()}}
 
 
+def _inlined(fp32: Path, work: Path) -> Path:
+    """``fp32`` as one self-contained file: ONNX Runtime's quantizer rewrites the model in
+    folders of its own, where an external data file it was given is not found."""
+    import onnx
+
+    if not fp32.with_name(fp32.name + ".data").is_file():
+        return fp32
+    model = onnx.load(str(fp32), load_external_data=True)
+    inlined = work / "fp32-inlined.onnx"
+    onnx.save_model(model, str(inlined))
+    return inlined
+
+
 def convert(fp32: Path, out: Path, config: PrecisionConfig, inputs: list[dict[str, Any]],
             samples: CalibrationSamples | None = None) -> dict[str, Any]:
     """Write ``fp32`` at ``config.precision`` (fp16, int8) to ``out``; returns the manifest's
     record of how."""
     if config.precision == "fp32":
         raise UsageError("fp32 is the FP32 artifact itself; nothing to convert")
-    if config.precision == "fp16":
-        return _to_fp16(fp32, out)
-    if config.quantization == "dynamic":
-        return _to_int8_dynamic(fp32, out)
-    if samples is None:
+    if config.precision == "int8" and config.quantization == "static" and samples is None:
         raise UsageError("--precision int8 --quantization static needs calibration samples",
                          hint="give --calib-data FILE.npz, or --quantization dynamic")
     with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
-        return _to_int8_static(fp32, out, config, samples, inputs, Path(work))
+        model = _inlined(fp32, Path(work))
+        if config.precision == "fp16":
+            return _to_fp16(model, out)
+        if config.quantization == "dynamic":
+            return _to_int8_dynamic(model, out)
+        assert samples is not None  # checked above
+        return _to_int8_static(model, out, config, samples, inputs, Path(work))
 
 
 def open_session(path: Path) -> Any:

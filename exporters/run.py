@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,7 @@ class ExportOptions:
     """How to export; ``None`` means the entry's own setting."""
 
     opset: int | None = None
-    batch: int = 1  # fixed batch of the ONNX model
+    batch: int | None = None  # fixed batch of the ONNX model; None: the input spec's (1 built in)
     dynamic_batch: bool = False  # a symbolic batch dimension instead
     device: str | None = None  # device profile name, recorded in the manifest
     atol: float | None = None  # of the export's own validation
@@ -105,9 +105,12 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
     if to not in EXPORT_FORMATS:
         raise UnknownNameError("export format", to, EXPORT_FORMATS)
     check_tolerances(options.atol, options.rtol)  # before any work
-    if not 1 <= options.batch:
+    if options.batch is not None and options.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {options.batch}")
-    resolved = resolve_target(target, inputs=options.inputs, batch=options.batch)
+    resolved = resolve_target(target, inputs=options.inputs, batch=options.batch or 1)
+    if options.batch is None:  # the batch the user's --input or example inputs gave
+        own = resolved.inputs.batch if not isinstance(resolved, ArtifactTarget) else 1
+        options = replace(options, batch=own)
     _check_target(resolved, to, options)
     if to == "onnx" and options.precision.precision != "fp32":
         return _export_precision(resolved, output, options, echo)

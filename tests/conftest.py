@@ -5,6 +5,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -17,6 +18,14 @@ import pytest
 if "PYTEST_XDIST_WORKER" in os.environ:
     for _pool in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ.setdefault(_pool, "1")
+
+
+# `python -m pytest` from the repository root puts the root on sys.path, where the source
+# folders edgekit installs as subpackages (kernels/, profiles/, exporters/) would import as
+# top-level packages and shadow third-party ones of the same name (transformers probes for
+# Hugging Face's `kernels`). The tests import the installed edgekit, never the bare folders.
+_ROOT = str(Path(__file__).resolve().parents[1])
+sys.path[:] = [p for p in sys.path if p not in ("", ".", _ROOT)]
 
 
 @pytest.fixture(scope="session", autouse=True)

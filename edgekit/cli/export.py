@@ -183,7 +183,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
             calibrator=values["calibrator"] or "entropy",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])
-    options = ExportOptions(opset=values["opset"], batch=values["batch"] or 1,
+    options = ExportOptions(opset=values["opset"], batch=values["batch"],
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
                             cuda_graph=values["cuda_graph"], force=values["force"],
