@@ -176,6 +176,15 @@ def _bench(ctx: Context, script: str, *args: str) -> list[str]:
     return [ctx.python, str(ROOT / "benchmarks" / script), *args]
 
 
+def _edgekit(ctx: Context, *args: str) -> list[str]:
+    """``python -P -m edgekit ...``: the steps run from the repository root, where ``-m`` would
+    put the bare source folder ``./edgekit`` (without the ``exporters/``, ``kernels/`` and
+    ``profiles/`` that setuptools maps into it) ahead of the installed package; -P (Python
+    >= 3.11; the device has 3.12) keeps the working directory off ``sys.path``. edgekit's own
+    children do the same (``edgekit.interpreter``)."""
+    return [ctx.python, "-P", "-m", "edgekit", *args]
+
+
 def _install(ctx: Context, folder: Path) -> list[list[str]]:
     pip = [ctx.python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
@@ -210,7 +219,7 @@ def _profiles(model: str) -> Callable[[Context, Path], list[list[str]]]:
         timing = (["--warmup", "0.05", "--iterations", "3"] if ctx.dry
                   else ["--warmup", "0.3", "--duration", "2"])
         batch = ["--batch", "1" if ctx.dry else "32"]
-        ek = [ctx.python, "-m", "edgekit", "profile", model, *batch, *timing]
+        ek = _edgekit(ctx, "profile", model, *batch, *timing)
         gpu_energy = ["--energy", "nvml"] if ctx.device == "cuda" else ["--energy", "auto"]
         return [
             [*ek, "--backend", "torch", "--provider", ctx.device, *gpu_energy,
@@ -291,8 +300,8 @@ def _astra(ctx: Context, folder: Path) -> list[list[str]]:
     """Two ranks on the one GPU over gloo (NCCL needs a GPU per rank), then on the CPU."""
     size = (["--model", "digits", "--reps", "1", "--warmup", "0"] if ctx.dry else
             ["--model", "vit-s", "--tokens", "256", "--reps", "5", "--bandwidth", "1Gbps"])
-    run = [ctx.python, "-m", "edgekit", "astra", "run", "--world-size", "2", "--mode", "astra",
-           "--mode", "sp", "--keep-logits", "--timeout", "60", *size]
+    run = _edgekit(ctx, "astra", "run", "--world-size", "2", "--mode", "astra", "--mode", "sp",
+                   "--keep-logits", "--timeout", "60", *size)
     return [[*run, "--device", ctx.device, "--json", str(folder / "astra-gpu.json")],
             [*run, "--device", "cpu", "--json", str(folder / "astra-cpu.json")]]
 
@@ -321,28 +330,34 @@ def _flat(value: Any) -> list[float]:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
 
+def _devices(ctx: Context, folder: Path) -> list[list[str]]:
+    return [_edgekit(ctx, "devices", "--json", str(folder / "devices.json"))]
+
+
 def _nvml_check(ctx: Context, folder: Path) -> list[list[str]]:
     return [_bench(ctx, "nvml_check.py", *(["--busy-s", "1.2"] if ctx.dry else []))]
 
 
 def _ort_cuda(ctx: Context, folder: Path) -> list[list[str]]:
-    return [[ctx.python, "-m", "edgekit", "profile", "ds-cnn", "--backend", "onnxruntime",
-             "--provider", "cuda", "--energy", "nvml", "--batch", "32",
-             "--json", str(folder / "onnxruntime-cuda.json")]]
+    return [_edgekit(ctx, "profile", "ds-cnn", "--backend", "onnxruntime", "--provider", "cuda",
+                     "--energy", "nvml", "--batch", "32",
+                     "--json", str(folder / "onnxruntime-cuda.json"))]
 
 
 def _tensorrt(ctx: Context, folder: Path) -> list[list[str]]:
-    ek = [ctx.python, "-m", "edgekit"]
-    return [[*ek, "export", "ds-cnn", "--to", "tensorrt", "--precision", "fp16",
-             "-o", str(folder / "ds-cnn-trt")],
-            [*ek, "profile", str(folder / "ds-cnn-trt"), "--backend", "tensorrt",
-             "--energy", "nvml", "--batch", "8", "--json", str(folder / "tensorrt-fp16.json")]]
+    return [_edgekit(ctx, "export", "ds-cnn", "--to", "tensorrt", "--precision", "fp16",
+                     "-o", str(folder / "ds-cnn-trt")),
+            _edgekit(ctx, "profile", str(folder / "ds-cnn-trt"), "--backend", "tensorrt",
+                     "--energy", "nvml", "--batch", "8",
+                     "--json", str(folder / "tensorrt-fp16.json"))]
 
 
 STEPS: tuple[Step, ...] = (
     Step("install", "carried wheels and edgekit from this tree, with no index", ("wheels",),
          _install, 120, 120),
     Step("environment", "versions, GPU, driver", (), _environment, 30, 30),
+    Step("devices", "the device profile edgekit detects here (edgekit devices)", (), _devices,
+         30, 30),
     Step("nvml-meter", "NVML meter vs the counter by hand; instant power on windows < 1 s",
          ("gpu", "nvml"), _nvml_check, 60, 20, _summarise_claims("checks")),
     Step("wbmm", "WBMM-14 vs DW5/DW27, window 7 vs 14; torch and the fused Triton kernel",
@@ -400,7 +415,7 @@ def run_step(step: Step, ctx: Context, found: dict[str, dict], deadline: float,
         outcome.exit_code = done.returncode
         if done.returncode != 0:
             outcome.status = "failed"
-            outcome.reason = f"exit code {done.returncode} from {Path(argv[1]).name}"
+            outcome.reason = f"exit code {done.returncode} from {_shown(argv)}"
             break
     else:
         outcome.status = "ran"
@@ -416,6 +431,13 @@ def run_step(step: Step, ctx: Context, found: dict[str, dict], deadline: float,
         except (KeyError, TypeError, ZeroDivisionError) as exc:
             outcome.status, outcome.reason = "failed", f"its results did not read back: {exc!r}"
     return outcome
+
+
+def _shown(argv: list[str]) -> str:
+    """What a command runs, for a one-line reason: ``edgekit profile``, ``zipmoe.py``."""
+    if "-m" in argv:
+        return " ".join(argv[argv.index("-m") + 1:][:2])
+    return Path(argv[1]).name
 
 
 def _environment_of(ctx: Context, folder: Path) -> dict[str, str]:

@@ -48,8 +48,10 @@ def test_dry_run_records_every_step_with_a_reason(tmp_path):
     assert env["python"] == sys.version.split()[0] and env["nvidia_smi"] == []
     assert steps["install"]["status"] == "skipped"
     assert "no wheel folder" in steps["install"]["reason"]
+    assert steps["devices"]["status"] == "ran"  # python -P -m edgekit devices, from the repo root
+    assert steps["devices"]["results"]["devices.json"]["detected"] == "generic-x86-64-cpu"
     for name, step in steps.items():
-        if name not in ("install", "environment"):
+        if name not in ("install", "environment", "devices"):
             assert step["status"] == "skipped", name
             assert "no CUDA GPU: nvidia-smi not found" in step["reason"], name
     assert "TensorRT is not installed" in steps["tensorrt"]["reason"]
@@ -65,7 +67,8 @@ def test_dry_run_records_every_step_with_a_reason(tmp_path):
     ("environment:hang", "timed-out", "outran its 1 s box"),
 ])
 def test_a_broken_step_fails_alone(tmp_path, how, status, reason):
-    code, doc, summary = run_driver(tmp_path, "--break", how, "--max-box-s", "1")
+    code, doc, summary = run_driver(tmp_path, "--break", how, "--max-box-s", "1",
+                                    "--only", "environment")
     steps = {s["name"]: s for s in doc["steps"]}
     assert code == 1 and doc["failed_steps"] == ["environment"]
     assert steps["environment"]["status"] == status
