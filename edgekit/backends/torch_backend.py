@@ -65,20 +65,26 @@ class TorchRunner(Runner):
         return info
 
     def _gpu_memory(self) -> dict[str, Any]:
-        """PyTorch's caching-allocator figures since activation (this process's tensors only,
-        unlike the device-wide cudaMemGetInfo, which also counts the CUDA context)."""
-        stats = torch.cuda.memory_stats(self.device)
         free, total = torch.cuda.mem_get_info(self.device)
-        return {
-            "weights_and_buffers_bytes": int(torch.cuda.memory_allocated(self.device)
-                                             - self._allocated_before),
-            "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
-            "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
-            "device_used_bytes": int(total - free),
-            "device_total_bytes": int(total),
-            "method": "torch.cuda.memory_stats peaks since activation (caching allocator); "
-                      "device-wide use from cudaMemGetInfo",
-        }
+        return gpu_memory_figures(torch.cuda.memory_stats(self.device),
+                                  allocated=torch.cuda.memory_allocated(self.device),
+                                  allocated_before=self._allocated_before, free=free, total=total)
+
+
+def gpu_memory_figures(stats: dict[str, Any], *, allocated: int, allocated_before: int,
+                       free: int, total: int) -> dict[str, Any]:
+    """The report's ``gpu_memory``: PyTorch's caching-allocator figures since activation (this
+    process's tensors only, unlike the device-wide cudaMemGetInfo, which also counts the CUDA
+    context). A function of the readings, so a report can be rendered without a GPU."""
+    return {
+        "weights_and_buffers_bytes": int(allocated - allocated_before),
+        "peak_allocated_bytes": int(stats.get("allocated_bytes.all.peak", 0)),
+        "peak_reserved_bytes": int(stats.get("reserved_bytes.all.peak", 0)),
+        "device_used_bytes": int(total - free),
+        "device_total_bytes": int(total),
+        "method": "torch.cuda.memory_stats peaks since activation (caching allocator); "
+                  "device-wide use from cudaMemGetInfo",
+    }
 
 
 def _check(provider: str | None) -> None:
