@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from edgekit.backends import torch_backend
 from edgekit.errors import UsageError
@@ -117,3 +118,33 @@ def test_a_gpu_report_renders_whatever_memory_figures_its_backend_wrote(gpu_memo
              for key in report["backend"]["gpu_memory"] if key.endswith("_bytes")]
     assert shown and all(name in row for name in shown), row
     assert "device total 141.0 GiB" in row
+
+
+def test_a_cuda_graph_of_the_torch_backend_needs_the_gpu():
+    with pytest.raises(UsageError, match="--cuda-graph with --backend torch needs --provider cuda"):
+        profile("mlp:small", ProfileSettings(backend="torch", cuda_graph=True, plan=QUICK,
+                                             energy="none"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("model", ["mlp", "ds-cnn"])
+def test_a_captured_cuda_graph_replays_the_eager_forward(model):
+    import numpy as np
+
+    from edgekit.registry import split_name
+
+    entry, variant = split_name(model)
+    module = entry.build(variant).eval()
+    (x,) = entry.example_inputs(batch=8)
+    outs = []
+    for graph in (False, True):
+        runner = torch_backend.TorchRunner(module, ["x"], ["y"], device="cuda", cuda_graph=graph)
+        with runner:
+            prepared = runner.prepare({"x": x.numpy()})
+            for _ in range(3):
+                out = runner.run(prepared)
+            runner.synchronize()
+            outs.append(out.detach().cpu().numpy().copy())
+            assert runner.describe()["cuda_graph"] == ("on" if graph else "off")
+    np.testing.assert_array_equal(outs[0], outs[1])

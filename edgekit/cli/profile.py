@@ -121,8 +121,8 @@ def render_profile(report: dict[str, Any]) -> Table:
                                                  for s in list_backends() if s.providers)
               + ". Default: cpu.")
 @click.option("--cuda-graph", is_flag=True,
-              help="TensorRT: replay the engine from a captured CUDA graph "
-                   "(trtexec --useCudaGraph).")
+              help="Replay the inference from a captured CUDA graph: TensorRT (trtexec "
+                   "--useCudaGraph), or torch with --provider cuda.")
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--batch", type=BATCH, default=1, show_default=True)
 @click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
