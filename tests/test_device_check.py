@@ -188,6 +188,10 @@ def test_the_verdicts_read_the_results_as_the_steps_write_them():
         "speedup_vs_naive": 2.31, "target_met": True, "logits_identical": True}}}}
     speed, exact = check._summarise_zipmoe({"zipmoe_cuda.json": zipmoe})
     assert speed["value"] == 2.31 and speed["met"] and exact["met"]
+    sweep = {"verdicts": [{"claim": "mlp: CUDA graph p50 speed-up at batch 1", "value": 2.5,
+                           "met": True}], "left_out": ["astra-vit batch 128"]}
+    graph, left = check._summarise_sweep({"batch_sweep_cuda.json": sweep})
+    assert graph["met"] and left["met"] is None and left["value"] == "astra-vit batch 128"
     claims = check._summarise_wbmm({"wbmm_cuda.json": {"claims": [{"claim": "a"}],
                                                        "roofline": [{"claim": "b"}]}})
     assert [c["claim"] for c in claims] == ["a", "b"]
