@@ -5,21 +5,37 @@ that run in a child process under a time box, so a hung kernel costs one step, n
 Before anything runs, the requirements are probed once: a CUDA GPU that torch sees, NVML,
 Triton, TensorRT, onnxruntime-gpu, the carried wheel folder. A step whose requirement is missing
 is recorded as skipped with the reason; a step that fails or outruns its box is recorded as such;
-neither stops the run. A global deadline (default 450 s) keeps the whole run inside a
-10-minute command: a step that cannot start in time is skipped, saying so.
+neither stops the run. A global deadline (default 270 s) keeps the whole run well inside the
+5 minutes a lent GPU is asked for: a step that cannot start in time is skipped, saying so, and a
+running one is cut at the deadline. The steps, most telling first:
+
+- ``profile-cli``: ``edgekit profile mlp --backend torch --provider cuda --cuda-graph``, the CLI
+  as a user runs it (report rendered and written);
+- ``zipmoe``: ZipMoE's GPU compute path (decoding in a CPU process) against naive offload, reads
+  capped at the Jetson AGX Orin's storage bandwidth; logits bit-identical across modes;
+- ``batch-sweep``: every reference model profiled at batch 1 to 256, eagerly and from a CUDA
+  graph, under its own time budget (benchmarks/batch_sweep.py): where launches bind and where
+  the arithmetic does;
+- ``spiking-attention``: SSA and USSA up to N = 65536 tokens (the reference to 16384);
+- ``wbmm``: WBMM against depthwise convolutions, torch fp32/bf16 and the autotuned Triton
+  kernel, each op against its roofline on this device's profile;
+- ``astra-gloo-cuda``, ``nvml-meter``; ``onnxruntime-cuda`` and ``tensorrt`` where installed.
 
 Three files come back in ``--out`` (the device tool returns at most 8): ``device_check.json``
-(the probes, every step with its status, reason, time, and the JSON each step wrote, plus the
-verdicts), ``device_check.md`` (the summary: one row per step, the verdicts) and
+(the machine, the probes, every step with its status, reason, time, and the JSON each step
+wrote, plus the verdicts), ``device_check.md`` (the machine, one row per step, the verdicts) and
 ``device_check.log`` (every command's output).
 
     python benchmarks/device_check.py --out DIR [--dry-run] [--cpu-stand-in] [--only STEP ...]
+        [--plan]
 
 ``--dry-run`` shrinks every step (sizes, rounds, time boxes) to check the control flow;
 ``--cpu-stand-in`` lets the CPU stand in for the GPU in the steps that need one (NVML, Triton,
 TensorRT and onnxruntime-gpu steps still skip), to check every command on a machine without a
 GPU; ``--break STEP`` (or ``STEP:hang``) makes one step fail (or outrun its box) on purpose, to
-see the run survive it. benchmarks/device_check.sh installs the carried wheels and calls this.
+see the run survive it; ``--plan`` writes ``device_check_plan.json`` (every step's commands,
+needs and box, and the deadline) and runs nothing. benchmarks/device_check.sh installs the
+carried wheels and calls this.
 """
 from __future__ import annotations
 
@@ -39,10 +55,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-# reference models and one of each method family (zipmoe is served, not profiled: its step)
-PROFILE_MODELS = ("mlp", "ds-cnn", "spiking-cnn", "spikingresformer", "wbmm", "wifi-mamba",
-                  "astra-vit")
 NO_GPU = "no CUDA GPU"
+DEADLINE_S = 270.0  # the whole run, well inside the 5 minutes a lent GPU is asked for
+SWEEP_BATCHES = (1, 8, 32, 128, 256)  # launch-bound at one end, compute-bound at the other
+SWEEP_BUDGET_S = 60.0  # the sweep starts no case after this; its box leaves room to finish
 
 
 @dataclass(frozen=True)
@@ -176,6 +192,15 @@ def _bench(ctx: Context, script: str, *args: str) -> list[str]:
     return [ctx.python, str(ROOT / "benchmarks" / script), *args]
 
 
+def _edgekit(ctx: Context, *args: str) -> list[str]:
+    """``python -P -m edgekit ...``: the steps run from the repository root, where ``-m`` would
+    put the bare source folder ``./edgekit`` (without the ``exporters/``, ``kernels/`` and
+    ``profiles/`` that setuptools maps into it) ahead of the installed package; -P (Python
+    >= 3.11; the device has 3.12) keeps the working directory off ``sys.path``. edgekit's own
+    children do the same (``edgekit.interpreter``)."""
+    return [ctx.python, "-P", "-m", "edgekit", *args]
+
+
 def _install(ctx: Context, folder: Path) -> list[list[str]]:
     pip = [ctx.python, "-m", "pip", "install", "-q", "--disable-pip-version-check",
            "--no-index", "--no-deps", "--no-compile", "--no-cache-dir", "--upgrade",
@@ -205,40 +230,50 @@ def _environment(ctx: Context, folder: Path) -> list[list[str]]:
     return [[ctx.python, "-c", code]]
 
 
-def _profiles(model: str) -> Callable[[Context, Path], list[list[str]]]:
-    def commands(ctx: Context, folder: Path) -> list[list[str]]:
-        timing = (["--warmup", "0.05", "--iterations", "3"] if ctx.dry
-                  else ["--warmup", "0.3", "--duration", "2"])
-        batch = ["--batch", "1" if ctx.dry else "32"]
-        ek = [ctx.python, "-m", "edgekit", "profile", model, *batch, *timing]
-        gpu_energy = ["--energy", "nvml"] if ctx.device == "cuda" else ["--energy", "auto"]
-        return [
-            [*ek, "--backend", "torch", "--provider", ctx.device, *gpu_energy,
-             "--json", str(folder / f"torch-{ctx.device}.json")],
-            [*ek, "--backend", "onnxruntime", "--provider", "cpu",
-             "--device", "generic-x86-64-cpu", "--energy", "auto",
-             "--json", str(folder / "onnxruntime-cpu.json")],
-        ]
-    return commands
+def _profile_cli(ctx: Context, folder: Path) -> list[list[str]]:
+    """One ``edgekit profile`` through the CLI, as a user runs it: the report rendered and
+    written (issue 47: the torch-CUDA report once died rendering), from a CUDA graph."""
+    timing = (["--warmup", "0.05", "--iterations", "3"] if ctx.dry
+              else ["--warmup", "0.2", "--duration", "1"])
+    graph = ["--cuda-graph", "--energy", "nvml"] if ctx.device == "cuda" else ["--energy", "auto"]
+    return [_edgekit(ctx, "profile", "mlp", "--backend", "torch", "--provider", ctx.device,
+                     "--batch", "32", *timing, *graph,
+                     "--json", str(folder / f"torch-{ctx.device}.json"))]
 
 
-def _summarise_profile(results: dict[str, Any]) -> list[dict[str, Any]]:
-    gpu = next((v for k, v in results.items() if k.startswith("torch-")), None)
-    cpu = results.get("onnxruntime-cpu.json")
-    if gpu is None or cpu is None:
+def _summarise_profile_cli(results: dict[str, Any]) -> list[dict[str, Any]]:
+    doc = next(iter(results.values()), None)
+    if doc is None:
         return []
-    ratio = cpu["latency_ms"]["p50"] / gpu["latency_ms"]["p50"]
-    e_gpu, e_cpu = gpu["energy"], cpu["energy"]
-    return [{"claim": f"torch on {gpu['backend'].get('device')} vs ONNX Runtime on the CPU, "
-                      f"batch {gpu['settings']['batch']}",
-             "value": f"{ratio:.3g}x p50 speed-up",
-             "torch_p50_ms": gpu["latency_ms"]["p50"], "torch_p99_ms": gpu["latency_ms"]["p99"],
-             "onnxruntime_cpu_p50_ms": cpu["latency_ms"]["p50"],
-             "torch_energy_per_inference_j": e_gpu.get("energy_per_inference_j"),
-             "torch_energy_source": e_gpu.get("source"),
-             "onnxruntime_cpu_energy_per_inference_j": e_cpu.get("energy_per_inference_j"),
-             "onnxruntime_cpu_energy_source": e_cpu.get("source"),
-             "gpu_memory": gpu["backend"].get("gpu_memory")}]
+    backend = doc["backend"]
+    graph = backend.get("cuda_graph", "off")
+    return [{"claim": f"edgekit profile mlp, torch on {backend.get('device')}, batch "
+                      f"{doc['settings']['batch']}, CUDA graph {graph}",
+             "value": f"p50 {doc['latency_ms']['p50']:.4g} ms, "
+                      f"{doc['throughput']['samples_per_s']:.4g} samples/s",
+             "met": graph == "on" if backend.get("device", "").startswith("cuda") else None,
+             "gpu_memory": backend.get("gpu_memory"),
+             "energy_per_inference_j": doc["energy"].get("energy_per_inference_j"),
+             "energy_source": doc["energy"].get("source")}]
+
+
+def _summarise_sweep(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sweep's verdicts, and the cases its budget left out (a shorter sweep, not a fault)."""
+    out = []
+    for doc in results.values():
+        out += [dict(v) for v in doc.get("verdicts", [])]
+        if doc.get("left_out"):
+            out.append({"claim": "batch-sweep cases left out by its time budget",
+                        "value": ", ".join(doc["left_out"]), "met": None})
+    return out
+
+
+def _batch_sweep(ctx: Context, folder: Path) -> list[list[str]]:
+    sizes = (["--models", "mlp", "--batches", "1", "2", "--warmup", "0", "--duration", "0.02"]
+             if ctx.dry else
+             ["--batches", *map(str, SWEEP_BATCHES), "--warmup", "0.1", "--duration", "0.2",
+              "--budget-s", str(SWEEP_BUDGET_S)])
+    return [_bench(ctx, "batch_sweep.py", "--device", ctx.device, *sizes)]
 
 
 def _summarise_claims(key: str) -> Callable[[dict[str, Any]], list[dict[str, Any]]]:
@@ -269,20 +304,31 @@ def _summarise_zipmoe(results: dict[str, Any]) -> list[dict[str, Any]]:
 def _wbmm(ctx: Context, folder: Path) -> list[list[str]]:
     sizes = (["--shapes", "128x56", "--batches", "1", "--dtypes", "fp32", "--rounds", "1",
               "--min-time", "0.01", "--min-iters", "1"] if ctx.dry else
-             ["--batches", "1", "64", "--dtypes", "fp32", "bf16", "--rounds", "5",
-              "--min-time", "0.05"])
+             ["--batches", "1", "64", "--dtypes", "fp32", "bf16", "--rounds", "3",
+              "--min-time", "0.03"])
     return [_bench(ctx, "wbmm.py", "--device", ctx.device, *sizes)]
 
 
+def _summarise_wbmm(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """The paper's claims, then the roofline's verdict on each (what the kernel could reach)."""
+    return [dict(v) for doc in results.values()
+            for v in (*doc.get("claims", []), *doc.get("roofline", []))]
+
+
 def _attention(ctx: Context, folder: Path) -> list[list[str]]:
+    """SSA and USSA up to N = 65536; the O(N^2) reference up to 16384 (its N x N maps at 65536
+    would take 17 GB per time step)."""
     sizes = (["--sizes", "64", "256", "--rounds", "1", "--min-time", "0.01"] if ctx.dry else
-             ["--sizes", "256", "1024", "4096", "16384", "--rounds", "5", "--min-time", "0.1"])
+             ["--sizes", "1024", "4096", "16384", "65536", "--reference-up-to", "16384",
+              "--rounds", "3", "--min-time", "0.05"])
     return [_bench(ctx, "spiking_attention.py", "--device", ctx.device, "--no-ort", *sizes)]
 
 
 def _zipmoe(ctx: Context, folder: Path) -> list[list[str]]:
-    # the random-weight model only: training the other would take minutes of the lease
-    sizes = ["--rounds", "1", "--new-tokens", "2"] if ctx.dry else ["--rounds", "3"]
+    """The random-weight model only (training the other would take minutes of the lease):
+    compute on the GPU, decoding in a CPU process, storage reads capped at the Jetson AGX Orin
+    profile's bandwidth, against naive offload under the same cap and budget."""
+    sizes = ["--rounds", "1", "--new-tokens", "2"] if ctx.dry else ["--rounds", "2"]
     return [_bench(ctx, "zipmoe.py", "--device", ctx.device, "--no-codec", "--models", "random",
                    *sizes)]
 
@@ -290,9 +336,9 @@ def _zipmoe(ctx: Context, folder: Path) -> list[list[str]]:
 def _astra(ctx: Context, folder: Path) -> list[list[str]]:
     """Two ranks on the one GPU over gloo (NCCL needs a GPU per rank), then on the CPU."""
     size = (["--model", "digits", "--reps", "1", "--warmup", "0"] if ctx.dry else
-            ["--model", "vit-s", "--tokens", "256", "--reps", "5", "--bandwidth", "1Gbps"])
-    run = [ctx.python, "-m", "edgekit", "astra", "run", "--world-size", "2", "--mode", "astra",
-           "--mode", "sp", "--keep-logits", "--timeout", "60", *size]
+            ["--model", "vit-s", "--tokens", "256", "--reps", "3", "--bandwidth", "1Gbps"])
+    run = _edgekit(ctx, "astra", "run", "--world-size", "2", "--mode", "astra", "--mode", "sp",
+                   "--keep-logits", "--timeout", "60", *size)
     return [[*run, "--device", ctx.device, "--json", str(folder / "astra-gpu.json")],
             [*run, "--device", "cpu", "--json", str(folder / "astra-cpu.json")]]
 
@@ -321,46 +367,56 @@ def _flat(value: Any) -> list[float]:
     return [x for v in value for x in _flat(v)] if isinstance(value, list) else [value]
 
 
+def _devices(ctx: Context, folder: Path) -> list[list[str]]:
+    return [_edgekit(ctx, "devices", "--json", str(folder / "devices.json"))]
+
+
 def _nvml_check(ctx: Context, folder: Path) -> list[list[str]]:
     return [_bench(ctx, "nvml_check.py", *(["--busy-s", "1.2"] if ctx.dry else []))]
 
 
 def _ort_cuda(ctx: Context, folder: Path) -> list[list[str]]:
-    return [[ctx.python, "-m", "edgekit", "profile", "ds-cnn", "--backend", "onnxruntime",
-             "--provider", "cuda", "--energy", "nvml", "--batch", "32",
-             "--json", str(folder / "onnxruntime-cuda.json")]]
+    return [_edgekit(ctx, "profile", "ds-cnn", "--backend", "onnxruntime", "--provider", "cuda",
+                     "--energy", "nvml", "--batch", "32",
+                     "--json", str(folder / "onnxruntime-cuda.json"))]
 
 
 def _tensorrt(ctx: Context, folder: Path) -> list[list[str]]:
-    ek = [ctx.python, "-m", "edgekit"]
-    return [[*ek, "export", "ds-cnn", "--to", "tensorrt", "--precision", "fp16",
-             "-o", str(folder / "ds-cnn-trt")],
-            [*ek, "profile", str(folder / "ds-cnn-trt"), "--backend", "tensorrt",
-             "--energy", "nvml", "--batch", "8", "--json", str(folder / "tensorrt-fp16.json")]]
+    return [_edgekit(ctx, "export", "ds-cnn", "--to", "tensorrt", "--precision", "fp16",
+                     "-o", str(folder / "ds-cnn-trt")),
+            _edgekit(ctx, "profile", str(folder / "ds-cnn-trt"), "--backend", "tensorrt",
+                     "--energy", "nvml", "--batch", "8",
+                     "--json", str(folder / "tensorrt-fp16.json"))]
 
 
+# Most telling first: where the deadline bites, it cuts what an earlier run already measured.
+# Full-run boxes (seconds) beside the dry run's; the deadline caps their sum.
 STEPS: tuple[Step, ...] = (
     Step("install", "carried wheels and edgekit from this tree, with no index", ("wheels",),
-         _install, 120, 120),
-    Step("environment", "versions, GPU, driver", (), _environment, 30, 30),
-    Step("nvml-meter", "NVML meter vs the counter by hand; instant power on windows < 1 s",
-         ("gpu", "nvml"), _nvml_check, 60, 20, _summarise_claims("checks")),
-    Step("wbmm", "WBMM-14 vs DW5/DW27, window 7 vs 14; torch and the fused Triton kernel",
-         ("gpu",), _wbmm, 150, 120, _summarise_claims("claims")),
-    Step("spiking-attention", "SSA vs reference attention, N = 256 ... 16384", ("gpu",),
-         _attention, 120, 120, _summarise_claims("verdicts")),
-    Step("zipmoe", "ZipMoE compute on the GPU, decode in a CPU process, vs naive offload",
-         ("gpu",), _zipmoe, 150, 240, _summarise_zipmoe),
+         _install, 45, 120),
+    Step("environment", "versions, GPU, driver", (), _environment, 15, 30),
+    Step("devices", "the device profile edgekit detects here (edgekit devices)", (), _devices,
+         20, 30),
+    Step("profile-cli", "edgekit profile mlp on the GPU from a CUDA graph, through the CLI",
+         ("gpu",), _profile_cli, 30, 60, _summarise_profile_cli),
+    Step("zipmoe", "ZipMoE compute on the GPU, decode in a CPU process, vs naive offload at the "
+         "AGX Orin storage cap", ("gpu",), _zipmoe, 60, 240, _summarise_zipmoe),
+    Step("batch-sweep", "edgekit profile of every reference model, batch 1-256, eager and from "
+         "a CUDA graph: launch-bound vs compute-bound", ("gpu",), _batch_sweep,
+         SWEEP_BUDGET_S + 25, 120, _summarise_sweep),
+    Step("spiking-attention", "SSA and USSA vs reference attention, N = 1024 ... 65536",
+         ("gpu",), _attention, 60, 120, _summarise_claims("verdicts")),
+    Step("wbmm", "WBMM-14 vs DW5/DW27, window 7 vs 14; torch and the autotuned Triton kernel; "
+         "the roofline", ("gpu",), _wbmm, 45, 120, _summarise_wbmm),
     Step("astra-gloo-cuda", "ASTRA: 2 ranks sharing one GPU over gloo (CUDA tensors, exchange "
-         "through host memory) vs 2 ranks on the CPU", ("gpu",), _astra, 90, 120,
+         "through host memory) vs 2 ranks on the CPU", ("gpu",), _astra, 40, 120,
          _summarise_astra),
-    # last among the measurements: where the deadline bites, it cuts profiles, not claims
-    *(Step(f"profile-{m}", f"edgekit profile {m}: torch on the GPU vs ONNX Runtime on the CPU",
-           ("gpu",), _profiles(m), 60, 120, _summarise_profile) for m in PROFILE_MODELS),
+    Step("nvml-meter", "NVML meter vs the counter by hand; instant power on windows < 1 s",
+         ("gpu", "nvml"), _nvml_check, 20, 20, _summarise_claims("checks")),
     Step("onnxruntime-cuda", "ONNX Runtime's CUDA provider", ("gpu", "onnxruntime-gpu"),
-         _ort_cuda, 60),
+         _ort_cuda, 45),
     Step("tensorrt", "a TensorRT fp16 engine, built and profiled", ("gpu", "tensorrt"),
-         _tensorrt, 120),
+         _tensorrt, 90),
 )
 
 
@@ -400,7 +456,7 @@ def run_step(step: Step, ctx: Context, found: dict[str, dict], deadline: float,
         outcome.exit_code = done.returncode
         if done.returncode != 0:
             outcome.status = "failed"
-            outcome.reason = f"exit code {done.returncode} from {Path(argv[1]).name}"
+            outcome.reason = f"exit code {done.returncode} from {_shown(argv)}"
             break
     else:
         outcome.status = "ran"
@@ -418,6 +474,13 @@ def run_step(step: Step, ctx: Context, found: dict[str, dict], deadline: float,
     return outcome
 
 
+def _shown(argv: list[str]) -> str:
+    """What a command runs, for a one-line reason: ``edgekit profile``, ``zipmoe.py``."""
+    if "-m" in argv:
+        return " ".join(argv[argv.index("-m") + 1:][:2])
+    return Path(argv[1]).name
+
+
 def _environment_of(ctx: Context, folder: Path) -> dict[str, str]:
     """The child's environment: results into the step's folder, the installed site first (once
     the install made it: its second command builds edgekit with the carried setuptools)."""
@@ -429,9 +492,28 @@ def _environment_of(ctx: Context, folder: Path) -> dict[str, str]:
     return env
 
 
+def machine(outcomes: list[Outcome]) -> dict[str, Any]:
+    """What the run measured on: the environment step's record and the profile edgekit
+    detected (empty where those steps did not run)."""
+    found = {o.name: o.results for o in outcomes}
+    env = dict(found.get("environment", {}).get("environment.json", {}))
+    detected = found.get("devices", {}).get("devices.json", {}).get("detected")
+    return {**env, **({"detected_profile": detected} if detected else {})}
+
+
 def summary_markdown(outcomes: list[Outcome], found: dict[str, dict], mode: str) -> str:
-    lines = [f"# edgekit device check ({mode})", "", "## Requirements", "",
-             "| requirement | present | detail |", "|---|---|---|"]
+    lines = [f"# edgekit device check ({mode})", "", "## Machine", ""]
+    described = machine(outcomes)
+    lines += [f"- GPU: {'; '.join(described['nvidia_smi'][1:]) or 'none'} "
+              f"({described['nvidia_smi'][0] if described['nvidia_smi'] else 'nvidia-smi'})"
+              if "nvidia_smi" in described else "- GPU: not recorded"]
+    versions = described.get("versions", {})
+    lines += [f"- Python {described.get('python', '?')} on {described.get('platform', '?')}, "
+              f"{described.get('cpu_count', '?')} CPUs; "
+              + ", ".join(f"{k} {v}" for k, v in versions.items() if v),
+              f"- device profile detected: {described.get('detected_profile', 'not recorded')}"]
+    lines += ["", "## Requirements", "",
+              "| requirement | present | detail |", "|---|---|---|"]
     lines += [f"| {n} | {'yes' if r['ok'] else 'no'} | {r.get('detail') or r.get('reason')} |"
               for n, r in found.items()]
     lines += ["", "## Steps", "", "| step | status | seconds | reason / what |",
@@ -448,8 +530,8 @@ def summary_markdown(outcomes: list[Outcome], found: dict[str, dict], mode: str)
 
 
 def _met(v: dict[str, Any]) -> str:
-    if "met" in v:
-        return "yes" if v["met"] else "no"
+    if "met" in v:  # None: a measurement with no target
+        return "-" if v["met"] is None else "yes" if v["met"] else "no"
     return str(v.get("verdict", "-"))
 
 
@@ -469,6 +551,18 @@ def _provenance(ctx: Context) -> dict[str, Any]:
         return {"error": f"edgekit.provenance unavailable: {exc!r}"}
 
 
+def plan(args: argparse.Namespace) -> dict[str, Any]:
+    """Every step as it would run on a GPU (or dry, with --dry-run): needs, box, commands."""
+    ctx = Context(python=args.python, out=args.out, work=Path("<work>"), device="cuda",
+                  dry=args.dry_run, max_box_s=args.max_box_s, wheels=args.wheels,
+                  site=args.site)
+    return {"deadline_s": args.deadline_s, "dry_run": args.dry_run,
+            "steps": [{"name": s.name, "what": s.what, "needs": list(s.needs),
+                       "box_s": min(s.dry_timeout_s if args.dry_run else s.timeout_s,
+                                    args.max_box_s),
+                       "commands": s.commands(ctx, ctx.work / s.name)} for s in STEPS]}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -477,7 +571,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--site", type=Path, default=Path("/tmp/edgekit-site"))
     parser.add_argument("--work", type=Path, default=None,
                         help="the steps' own files (default: a new folder under /tmp)")
-    parser.add_argument("--deadline-s", type=float, default=450.0)
+    parser.add_argument("--deadline-s", type=float, default=DEADLINE_S)
     parser.add_argument("--max-box-s", type=float, default=600.0,
                         help="cap every step's time box (seconds)")
     parser.add_argument("--dry-run", action="store_true")
@@ -486,13 +580,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpu-stand-in", action="store_true")
     parser.add_argument("--only", nargs="+", choices=[s.name for s in STEPS])
     parser.add_argument("--break", dest="sabotage", default=None, metavar="STEP[:hang]")
+    parser.add_argument("--plan", action="store_true",
+                        help="write device_check_plan.json (the steps, their commands and "
+                             "boxes, as on a GPU) and run nothing")
     args = parser.parse_args(argv)
     names = {s.name for s in STEPS}
     broken, _, how = (args.sabotage or "").partition(":")
     if args.sabotage and (broken not in names or how not in ("", "hang")):
         parser.error(f"--break takes STEP or STEP:hang with STEP one of {', '.join(sorted(names))}")
-    deadline = time.monotonic() + args.deadline_s
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.plan:
+        _write(args.out / "device_check_plan.json", json.dumps(plan(args), indent=1) + "\n")
+        return 0
+    started = time.monotonic()
+    deadline = started + args.deadline_s
     work = args.work or Path(tempfile.mkdtemp(prefix="edgekit-device-check-"))
     work.mkdir(parents=True, exist_ok=True)
     found = probe(args.python, args.wheels, args.cpu_stand_in, 60.0)
@@ -524,7 +625,9 @@ def main(argv: list[str] | None = None) -> int:
                   flush=True)
     failed = [o.name for o in outcomes if o.status in ("failed", "timed-out")]
     doc = {"schema_version": 1, "kind": "benchmark/device_check", "mode": mode,
-           "provenance": _provenance(ctx), "requirements": found, "failed_steps": failed,
+           "deadline_s": args.deadline_s, "seconds": round(time.monotonic() - started, 1),
+           "machine": machine(outcomes), "provenance": _provenance(ctx),
+           "requirements": found, "failed_steps": failed,
            "steps": [o.__dict__ for o in outcomes]}
     _write(args.out / "device_check.json", json.dumps(doc, indent=1, default=str) + "\n")
     markdown = summary_markdown(outcomes, found, mode)

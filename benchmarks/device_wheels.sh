@@ -58,9 +58,9 @@ if [ "$total" -gt "$LIMIT" ]; then
 fi
 cat <<RUN
 
-The device call (the run tool; one command, well inside its 10 minutes):
+The device call (the run tool; one command, well inside 5 minutes):
   command:   PYTHONUNBUFFERED=1 bash benchmarks/device_check.sh
   carry:     ["$WHEELS"]
-  timeout_s: 540
+  timeout_s: 330
 Its three files come back from \$OUT: device_check.json, device_check.md, device_check.log.
 RUN

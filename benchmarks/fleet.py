@@ -34,9 +34,10 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.common import markdown_table, write_result  # noqa: E402
+from edgekit.interpreter import module_command  # noqa: E402
 
 DEVICE = "generic-x86-64-cpu"
-EXE = [sys.executable, "-m", "edgekit"]
+EXE = module_command("edgekit")
 
 
 def _start(port: int) -> tuple[subprocess.Popen, ...]:

@@ -84,15 +84,16 @@ def sops(module: nn.Module, x: torch.Tensor) -> int:
     return int(counter.get_total())
 
 
-def setup(sizes, threads: int, workdir: Path, ort: bool,
-          device: str = "cpu") -> tuple[dict, dict]:
-    """Cases (zero-argument callables keyed (N, backend, kind)) and per-(N, kind) counts."""
+def setup(sizes, threads: int, workdir: Path, ort: bool, device: str = "cpu",
+          reference_up_to: int | None = None) -> tuple[dict, dict]:
+    """Cases (zero-argument callables keyed (N, backend, kind)) and per-(N, kind) counts; the
+    reference only up to ``reference_up_to`` tokens (its N x N maps outgrow any memory)."""
     cases, counts = {}, {}
     for n in sizes:
         side = math.isqrt(n)
         x = torch.randn(T, BATCH, D, side, side, generator=torch.Generator().manual_seed(n))
         x = x.to(device)  # built, calibrated, counted and timed where it runs
-        for kind in ATTENTION_KINDS:
+        for kind in _kinds(n, reference_up_to):
             module = build(kind, x)
             block = module.block
             with torch.no_grad():
@@ -128,6 +129,11 @@ class _Mix(nn.Module):
         return self.block.mix(*self.parts)
 
 
+def _kinds(n: int, reference_up_to: int | None) -> tuple[str, ...]:
+    return tuple(k for k in ATTENTION_KINDS
+                 if k != "reference" or reference_up_to is None or n <= reference_up_to)
+
+
 def exponent(ns: list[int], latencies: list[float]) -> float:
     """Least-squares slope of log latency on log N."""
     slope, _ = np.polyfit(np.log(ns), np.log(latencies), 1)
@@ -138,7 +144,7 @@ def summarise(samples: dict, counts: dict, sizes) -> tuple[list[dict], dict, lis
     backends = sorted({b for _, b, _ in samples}, key=["torch", "onnxruntime", "torch-mix"].index)
     rows = []
     for n in sizes:
-        for kind in ATTENTION_KINDS:
+        for kind in (k for k in ATTENTION_KINDS if (n, k) in counts):
             row = {"N": n, "kind": kind, **counts[(n, kind)]}
             for backend in backends:
                 values = samples[(n, backend, kind)]
@@ -148,19 +154,20 @@ def summarise(samples: dict, counts: dict, sizes) -> tuple[list[dict], dict, lis
     fits = {}
     for backend in backends:
         for kind in ATTENTION_KINDS:
-            lat = [next(r for r in rows if r["N"] == n and r["kind"] == kind)[f"{backend}_ms"]
-                   for n in sizes]
+            ns = [n for n in sizes if (n, kind) in counts]
+            lat = [_row(rows, n, kind)[f"{backend}_ms"] for n in ns]
             fits[f"{backend}/{kind}"] = {
-                "exponent_all": exponent(list(sizes), lat),
-                "exponent_n_ge_256": exponent([n for n in sizes if n >= 256],
-                                              [v for n, v in zip(sizes, lat, strict=False)
+                "sizes": ns,
+                "exponent_all": exponent(ns, lat),
+                "exponent_n_ge_256": exponent([n for n in ns if n >= 256],
+                                              [v for n, v in zip(ns, lat, strict=True)
                                                if n >= 256])
-                if sum(n >= 256 for n in sizes) >= 2 else None}
+                if sum(n >= 256 for n in ns) >= 2 else None}
     verdicts = []
     for backend in backends:
         if backend == "torch-mix":
             continue
-        if TARGET_N in sizes:
+        if (TARGET_N, "reference") in counts:
             ref = next(r for r in rows if r["N"] == TARGET_N and r["kind"] == "reference")
             ssa = next(r for r in rows if r["N"] == TARGET_N and r["kind"] == "ssa")
             speedup = ref[f"{backend}_ms"] / ssa[f"{backend}_ms"]
@@ -178,7 +185,7 @@ def tables(rows: list[dict], fits: dict, verdicts: list[dict], backends: list[st
         ["N", "block", "GFLOPs", "MSOPs", "values moved"] + [f"{b} ms" for b in backends],
         [[r["N"], r["kind"], f"{r['flops'] / 1e9:.3f}", f"{r['sops'] / 1e6:.2f}",
           f"{r['values_moved']:,}"] + [f"{r[f'{b}_ms']:.2f}" for b in backends] for r in rows])
-    sizes = sorted({r["N"] for r in rows})
+    sizes = sorted({r["N"] for r in rows if r["kind"] == "reference"})
     speed = markdown_table(
         ["N"] + [f"ref / SSA ({b})" for b in backends] + [f"ref / USSA ({b})" for b in backends],
         [[n] + [f"{_row(rows, n, 'reference')[f'{b}_ms'] / _row(rows, n, 'ssa')[f'{b}_ms']:.2f}x"
@@ -186,8 +193,9 @@ def tables(rows: list[dict], fits: dict, verdicts: list[dict], backends: list[st
          + [f"{_row(rows, n, 'reference')[f'{b}_ms'] / _row(rows, n, 'ussa')[f'{b}_ms']:.2f}x"
             for b in backends] for n in sizes])
     exp = markdown_table(
-        ["backend", "block", "exponent (all N)", "exponent (N >= 256)"],
-        [[k.split("/")[0], k.split("/")[1], f"{v['exponent_all']:.3f}",
+        ["backend", "block", "N", "exponent (all N)", "exponent (N >= 256)"],
+        [[k.split("/")[0], k.split("/")[1], f"{v['sizes'][0]}-{v['sizes'][-1]}",
+          f"{v['exponent_all']:.3f}",
           "-" if v["exponent_n_ge_256"] is None else f"{v['exponent_n_ge_256']:.3f}"]
          for k, v in fits.items()])
     verdict = markdown_table(["target", "measured", "met"],
@@ -210,6 +218,9 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=0.3, help="seconds per timing")
     parser.add_argument("--min-iters", type=int, default=3)
     parser.add_argument("--no-ort", action="store_true", help="torch only")
+    parser.add_argument("--reference-up-to", type=int, metavar="N",
+                        help="time the O(N^2) reference only up to N tokens (default: all N; "
+                             "at N = 65536 its N x N maps take 17 GB per time step)")
     parser.add_argument("--quick", action="store_true", help="N = 64, 256, 1024; two rounds")
     add_device_argument(parser)
     args = parser.parse_args()
@@ -224,7 +235,7 @@ def main() -> None:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         cases, counts = setup(args.sizes, args.threads, Path(tmp), not args.no_ort,
-                              args.device)
+                              args.device, args.reference_up_to)
         energy = {} if args.device == "cuda" else None
         samples, loads = run_rounds(cases, args.rounds, args.min_time, args.min_iters,
                                     slow_s=1.0, energy=energy)

@@ -219,6 +219,43 @@ def verdicts(records: list[dict]) -> list[dict]:
     return out
 
 
+def roofline(records: list[dict], peak_flops: dict[str, float],
+             bandwidth_bytes_s: float) -> list[dict]:
+    """Each GPU op's least time under the roofline, max(FLOPs / peak, bytes / bandwidth), with
+    the input read and the output written once (the weights are small and stay in cache), and
+    the share of that least time the op reached (``op["roofline"]``); then, per record, whether
+    WBMM-14 can be as fast as DW 5x5 at all on this device: a compute-bound WBMM-14 against a
+    memory-bound DW5 cannot, whatever its kernel (the verdict the Triton kernel is judged by)."""
+    out = []
+    for r in records:
+        label = r["backend"].split()[-1]  # "torch bf16" -> "bf16"
+        peak = peak_flops.get(label)
+        if peak is None:
+            continue
+        moved = 2 * r["batch"] * r["channels"] * r["side"] ** 2 * DTYPES[label].itemsize
+        for op in r["ops"].values():
+            least_s = max(op["flops"] / peak, moved / bandwidth_bytes_s)
+            op["roofline"] = {"flop_per_byte": op["flops"] / moved,
+                              "bound": ("compute" if op["flops"] / peak > moved / bandwidth_bytes_s
+                                        else "memory"),
+                              "least_ms": least_s * 1e3,
+                              "share_of_roof": least_s * 1e3 / op["latency_ms"]}
+        wbmm, dw5 = r["ops"].get("wbmm14"), r["ops"].get("dw5")
+        if wbmm is None or dw5 is None:
+            continue
+        ratio = wbmm["roofline"]["least_ms"] / dw5["roofline"]["least_ms"]
+        reached = ", ".join(f"{n} {r['ops'][n]['roofline']['share_of_roof'] * 100:.0f} %"
+                            for n in ("wbmm14", "wbmm14-triton", "dw5") if n in r["ops"])
+        out.append({"claim": f"roofline: WBMM-14 can be as fast as DW 5x5 ({label}, "
+                             f"C={r['channels']} {r['side']}x{r['side']} B={r['batch']})",
+                    "value": f"least time {ratio:.2f}x DW5's (WBMM-14 "
+                             f"{wbmm['roofline']['bound']}-bound at "
+                             f"{wbmm['roofline']['flop_per_byte']:.0f} FLOP/B, DW5 "
+                             f"{dw5['roofline']['bound']}-bound); share of roof: {reached}",
+                    "met": ratio <= 1.0, "least_time_ratio": ratio})
+    return out
+
+
 def tables(records: list[dict], claims: list[dict]) -> dict[str, str]:
     def shape(r):
         return f"C={r['channels']} {r['side']}x{r['side']} B={r['batch']}"
@@ -291,6 +328,7 @@ def main() -> None:
         rec["ops"][name]["energy_j_per_call"] = median(value["j_per_call"])
         rec["ops"][name]["energy_source"] = value["source"]
     claims = verdicts(records)
+    roof = gpu_roofline(records) if args.device == "cuda" else []
     tabs = tables(records, claims)
     print("\nmedian latency per call (ms); WBMM in cached deploy form unless marked compact\n")
     print(tabs["latency_ms"])
@@ -300,14 +338,27 @@ def main() -> None:
     print(tabs["verdicts"])
     if triton_note:
         print(f"\nTriton kernel skipped: {triton_note}")
+    if roof:
+        print(markdown_table(["roofline", "value"], [[v["claim"], v["value"]] for v in roof]))
     write_result("wbmm" if args.device == "cpu" else f"wbmm_{args.device}", {
         "settings": {**vars(args), "shapes": shapes, "cpu_count": cores},
         "device": _device_name(args.device), "triton_skipped": triton_note,
         "energy": energy_rows(energy) if energy else None,
         "machine_load": {"loadavg_1min_at_round_start": loads, "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
-        "results": records, "claims": claims, "tables": tabs,
+        "results": records, "claims": claims, "roofline": roof, "tables": tabs,
     })
+
+
+def gpu_roofline(records: list[dict]) -> list[dict]:
+    """``roofline`` with the detected device profile's peaks and bandwidth (none: no verdict)."""
+    from edgekit.profiles import detect_profile
+
+    found = detect_profile()
+    if not found.memory_bandwidth_bytes_s:
+        print(f"no roofline: the profile {found.name} gives no memory bandwidth")
+        return []
+    return roofline(records, found.peak_flops, found.memory_bandwidth_bytes_s)
 
 
 def _device_name(device: str) -> str:

@@ -10,6 +10,15 @@ channel, in cache) straight into registers and feeds it to ``tl.dot`` with a til
 x_win is the window view ``to_windows`` makes ([C, B·nWin, d]). Accumulation is fp32; fp32 inputs
 multiply in IEEE fp32 (no TF32), as torch's default matmul does, so the two compare like for like.
 
+The tile sizes are tuned per shape and dtype (``triton.autotune``, keyed on the window count,
+d and the dtypes): on Hopper the larger tiles (64-128 windows, 32-64 inputs a step) with more
+pipeline stages keep the tensor cores fed in bf16, while fp32 (IEEE, CUDA cores) and the small
+shapes prefer the narrow ones. Whatever the tiles, the kernel is bound by the roofline that
+benchmarks/wbmm.py prints beside its timings: with d = 196 (window 14) it does 2d = 392 FLOPs
+per output value against 2 values moved, an arithmetic intensity of 49 FLOP/byte in fp32 (above
+an H200's fp32 ridge of 67 TFLOP/s / 4.8 TB/s = 14: compute-bound on the CUDA cores) and 98 in
+bf16 (under its tensor-core ridge of 206: memory-bound).
+
 Triton is imported when the kernel is first used, never at import of edgekit; without it (or
 without a GPU, unless TRITON_INTERPRET=1 runs the kernel on the CPU) ``wbmm_compact_triton``
 raises MissingDependencyError.
@@ -17,6 +26,7 @@ raises MissingDependencyError.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -36,6 +46,12 @@ def _kernel() -> Any:
                                      hint="pip install triton (CUDA builds of torch bring it)"
                                      ) from None
 
+    configs = [triton.Config({"BLOCK_N": n, "BLOCK_K": k}, num_warps=w, num_stages=st)
+               for n, k, w, st in _TILES]
+    if os.environ.get("TRITON_INTERPRET") == "1":  # the interpreter cannot time configs
+        configs = configs[:1]
+
+    @triton.autotune(configs=configs, key=["n_rows", "D"])
     @triton.jit
     def wbmm_gather_matmul(x_ptr, table_ptr, index_ptr, bias_ptr, y_ptr, n_rows, table_len,
                            D: tl.constexpr, D_PAD: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -66,12 +82,18 @@ def _kernel() -> Any:
     return triton, wbmm_gather_matmul
 
 
+# (BLOCK_N windows, BLOCK_K inputs a step, warps, pipeline stages); the first is the tile the
+# kernel had before tuning, and the one the interpreter runs
+_TILES = ((32, 16, 4, 2), (32, 32, 4, 3), (64, 32, 4, 3), (64, 32, 8, 4), (64, 64, 8, 3),
+          (128, 32, 8, 3), (128, 64, 8, 4), (128, 16, 8, 2))
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(4, (n - 1).bit_length())  # tl.dot needs every dimension >= 16
 
 
 def gather_matmul(xw: torch.Tensor, table: torch.Tensor, index: torch.Tensor,
-                  bias: torch.Tensor | None = None, block_n: int = 32) -> torch.Tensor:
+                  bias: torch.Tensor | None = None) -> torch.Tensor:
     """[C, N, d] windows times R[:, I] per channel (+ bias), without materialising M."""
     triton, kernel = _kernel()
     C, n_rows, d = xw.shape
@@ -79,11 +101,9 @@ def gather_matmul(xw: torch.Tensor, table: torch.Tensor, index: torch.Tensor,
     index = index.to(device=xw.device, dtype=torch.int32).contiguous()
     y = torch.empty_like(xw)
     d_pad = _next_pow2(d)
-    grid = (C, triton.cdiv(n_rows, block_n))
-    kernel[grid](xw, table, index, bias if bias is not None else table, y, n_rows,
-                 table.shape[1], D=d, D_PAD=d_pad, BLOCK_N=block_n, BLOCK_K=16,
-                 HAS_BIAS=bias is not None, IEEE=xw.dtype == torch.float32,
-                 num_warps=4 if d_pad <= 64 else 8)
+    kernel[lambda meta: (C, triton.cdiv(n_rows, meta["BLOCK_N"]))](
+        xw, table, index, bias if bias is not None else table, y, n_rows, table.shape[1], D=d,
+        D_PAD=d_pad, HAS_BIAS=bias is not None, IEEE=xw.dtype == torch.float32)
     return y
 
 

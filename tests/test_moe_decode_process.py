@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from edgekit.methods.zipmoe import decode_process, providers
+from edgekit.methods.zipmoe import providers
 from edgekit.methods.zipmoe.decode_process import expert_layout
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, parse_size
 from edgekit.methods.zipmoe.store import Store, StoreError
@@ -143,7 +143,7 @@ def test_a_decode_process_that_cannot_start_is_one_clear_error_and_leaks_nothing
     fake = tmp_path / "python"
     fake.write_text("#!/bin/sh\necho 'no codec here' >&2\nexit 3\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(decode_process.sys, "executable", str(fake))
+    monkeypatch.setattr(sys, "executable", str(fake))  # edgekit.interpreter reads it per call
     before = set(os.listdir("/proc/self/fd"))
     with pytest.raises(StoreError, match=r"decode process exited \(code 3\): no codec here"):
         Engine(store, EngineSettings(memory_budget=0))

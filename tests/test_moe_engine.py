@@ -368,6 +368,48 @@ def test_all_modes_give_bit_identical_logits(stores, family, workers, decode_on)
     assert (z["experts"]["worker_rebuild_s"] > 0) == (decode_on == "process")
 
 
+@pytest.mark.parametrize("family,mode,decode_on", [("qwen", "zipmoe", "compute"),
+                                                   ("deepseek", "zipmoe", "process"),
+                                                   ("qwen", "naive", "io"),
+                                                   ("qwen", "memory", "io")])
+def test_the_compute_path_makes_its_tensors_on_the_compute_device(stores, family, mode,
+                                                                   decode_on):
+    """On a GPU, a tensor made without ``device=`` lands on the CPU, away from the CUDA tensors
+    it meets (issue 47: ``index_add_``'s index on cuda:0, the lookahead's sums on the CPU). A
+    CPU machine has no second device to compute on, so the test turns it round: the model
+    computes on the CPU while the default device is ``meta``, and any tensor the compute path
+    makes without taking its device from its inputs lands there and fails the same way. The
+    logits must not change by a bit."""
+    _, store_dir = stores[family]
+    settings = EngineSettings(mode=mode, memory_budget=0, workers=0, decode_on=decode_on)
+    with Engine(store_dir, settings) as engine:
+        expected = engine.generate("Hello there", 4)
+        with torch.device("meta"):
+            got = engine.generate("Hello there", 4)
+    assert got.tokens == expected.tokens
+    assert all(torch.equal(a, b) for a, b in zip(expected.logits, got.logits, strict=True))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("decode_on", ["process", "io"])
+def test_modes_give_bit_identical_logits_on_a_gpu(stores, decode_on):
+    """The GPU compute path (decoding on the CPU, as on the paper's Jetson): every mode's logits
+    bit-identical to the others', and close to the CPU's (other kernels, other rounding)."""
+    _, store_dir = stores["deepseek"]
+    store = Store(store_dir)
+    settings = EngineSettings(memory_budget=parse_size("25%", store.total_expert_bytes),
+                              decode_on=decode_on, device="cuda")
+    report = bench(store, settings, ["Hello there", "MoE"], max_new_tokens=5)
+    assert report["logits"]["identical"] and report["logits"]["steps_compared"] == 10
+    with Engine(store, EngineSettings(mode="memory")) as cpu, \
+            Engine(store, EngineSettings(mode="zipmoe", decode_on=decode_on,
+                                         device="cuda")) as gpu:
+        a, b = cpu.generate("Hello there", 5), gpu.generate("Hello there", 5)
+    assert all(torch.allclose(x, y, atol=1e-4, rtol=1e-4)
+               for x, y in zip(a.logits, b.logits, strict=True))
+
+
 def test_zero_budget_and_policies_still_exact(stores):
     _, store_dir = stores["qwen"]
     store = Store(store_dir)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
+from edgekit.backends import torch_backend
 from edgekit.errors import UsageError
 from edgekit.exporters import export_onnx
 from edgekit.profiler.run import ProfileSettings, profile
@@ -87,3 +89,62 @@ def test_duration_mode_respects_minimum_iterations():
     plan = TimingPlan(warmup_s=0.0, duration_s=0.05, min_iterations=7)
     report = profile("mlp:small", ProfileSettings(threads=1, plan=plan, energy="none"))
     assert report["iterations"] >= 7 and report["timed_s"] >= 0.05 - 1e-3
+
+
+@pytest.mark.parametrize("gpu_memory", [
+    pytest.param(lambda: torch_backend.gpu_memory_figures(
+        {"allocated_bytes.all.peak": 3 * 2**20, "reserved_bytes.all.peak": 20 * 2**20},
+        allocated=2 * 2**20 + 512, allocated_before=512, free=130 * 2**30, total=141 * 2**30),
+        id="torch-cuda"),
+    pytest.param(lambda: {"engine_device_memory_bytes": 3 * 2**20, "io_buffers_bytes": 4096,
+                          "device_used_increase_bytes": 2 * 2**20,
+                          "device_total_bytes": 141 * 2**30, "method": "cudaMemGetInfo"},
+                 id="tensorrt"),
+])
+def test_a_gpu_report_renders_whatever_memory_figures_its_backend_wrote(gpu_memory):
+    """`profile --backend torch --provider cuda` measured, then died rendering: the table read
+    TensorRT's keys from every GPU report (issue 47). A CPU report, with the backend's record
+    as each GPU backend writes it (torch's from its own function of the CUDA readings)."""
+    from rich.console import Console
+
+    from edgekit.cli.profile import render_profile
+
+    report = profile("mlp:small", ProfileSettings(threads=1, plan=QUICK, energy="none"))
+    report["backend"] = {**report["backend"], "device": "cuda:0", "gpu_memory": gpu_memory()}
+    console = Console(width=300, record=True)
+    console.print(render_profile(report))
+    row = next(line for line in console.export_text().splitlines() if "GPU memory" in line)
+    shown = [key.removesuffix("_bytes").replace("_", " ")
+             for key in report["backend"]["gpu_memory"] if key.endswith("_bytes")]
+    assert shown and all(name in row for name in shown), row
+    assert "device total 141.0 GiB" in row
+
+
+def test_a_cuda_graph_of_the_torch_backend_needs_the_gpu():
+    with pytest.raises(UsageError, match="--cuda-graph with --backend torch needs --provider cuda"):
+        profile("mlp:small", ProfileSettings(backend="torch", cuda_graph=True, plan=QUICK,
+                                             energy="none"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("model", ["mlp", "ds-cnn"])
+def test_a_captured_cuda_graph_replays_the_eager_forward(model):
+    import numpy as np
+
+    from edgekit.registry import split_name
+
+    entry, variant = split_name(model)
+    module = entry.build(variant).eval()
+    (x,) = entry.example_inputs(batch=8)
+    outs = []
+    for graph in (False, True):
+        runner = torch_backend.TorchRunner(module, ["x"], ["y"], device="cuda", cuda_graph=graph)
+        with runner:
+            prepared = runner.prepare({"x": x.numpy()})
+            for _ in range(3):
+                out = runner.run(prepared)
+            runner.synchronize()
+            outs.append(out.detach().cpu().numpy().copy())
+            assert runner.describe()["cuda_graph"] == ("on" if graph else "off")
+    np.testing.assert_array_equal(outs[0], outs[1])

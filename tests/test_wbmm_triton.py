@@ -41,3 +41,19 @@ def test_fused_kernel_equals_the_compact_form(interpreted, channels, height, wid
         want = op(x)
     assert got.shape == want.shape
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("tile", range(8))
+def test_every_tuned_tile_equals_the_compact_form(interpreted, monkeypatch, tile):
+    """Each tile the GPU's autotuner may pick, alone (the interpreter runs only the first)."""
+    assert len(interpreted._TILES) == 8
+    monkeypatch.setattr(interpreted, "_TILES", interpreted._TILES[tile:tile + 1])
+    interpreted._kernel.cache_clear()
+    torch.manual_seed(tile)
+    op = WBMM(3, 7).eval().to_deploy("compact")
+    with torch.no_grad():
+        op.table.normal_()
+        op.bias.normal_()
+        x = torch.randn(3, 3, 15, 16)  # 27 padded windows of d = 49: partial row and k tiles
+        torch.testing.assert_close(interpreted.wbmm_compact_triton(x, op.table, 7, op.bias),
+                                   op(x), rtol=1e-5, atol=1e-5)

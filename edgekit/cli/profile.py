@@ -38,6 +38,21 @@ def _fmt_flops(value: float | None) -> str:
     return f"{value:.0f} FLOP/s"
 
 
+def _bytes(value: int) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(value) >= scale:
+            return f"{value / scale:.1f} {unit}"
+    return f"{value} B"
+
+
+def _gpu_memory(figures: dict[str, Any]) -> str:
+    """Every ``*_bytes`` figure the backend reported, named after its key: each backend
+    measures GPU memory its own way (TensorRT: the engine's scratch and the I/O buffers;
+    torch: the caching allocator's peaks), so no key is common to all of them."""
+    return ", ".join(f"{key.removesuffix('_bytes').replace('_', ' ')} {_bytes(value)}"
+                     for key, value in figures.items() if key.endswith("_bytes"))
+
+
 def render_profile(report: dict[str, Any]) -> Table:
     lat = report["latency_ms"]
     settings = report["settings"]
@@ -60,10 +75,7 @@ def render_profile(report: dict[str, Any]) -> Table:
                       f"p90 {st['p90']:.3f}  p99 {st['p99']:.3f}  max {st['max']:.3f}")
     gpu_mem = report["backend"].get("gpu_memory")
     if gpu_mem:
-        table.add_row("GPU memory",
-                      f"engine {gpu_mem['engine_device_memory_bytes'] / 2**20:.1f} MiB, "
-                      f"buffers {gpu_mem['io_buffers_bytes'] / 2**10:.1f} KiB, device "
-                      f"+{gpu_mem['device_used_increase_bytes'] / 2**20:.1f} MiB")
+        table.add_row("GPU memory", _gpu_memory(gpu_mem))
     thr = report["throughput"]
     table.add_row("throughput", f"{thr['inferences_per_s']:.1f} inferences/s, "
                                 f"{thr['samples_per_s']:.1f} samples/s")
@@ -111,8 +123,8 @@ def render_profile(report: dict[str, Any]) -> Table:
                                                  for s in list_backends() if s.providers)
               + ". Default: cpu.")
 @click.option("--cuda-graph", is_flag=True,
-              help="TensorRT: replay the engine from a captured CUDA graph "
-                   "(trtexec --useCudaGraph).")
+              help="Replay the inference from a captured CUDA graph: TensorRT (trtexec "
+                   "--useCudaGraph), or torch with --provider cuda.")
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--batch", type=BATCH, default=1, show_default=True)
 @click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")

@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from rich.markup import escape
 
 from edgekit.cli.common import console, err_console, write_json
 from edgekit.errors import CheckFailed, UsageError
+from edgekit.interpreter import module_command
 from edgekit.provenance import report_document
 
 
@@ -38,7 +38,7 @@ def _run(args: tuple[str, ...], cwd: Path | None) -> None:
     shown = " ".join(args)
     if cwd is not None:
         cwd.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run([sys.executable, "-m", "edgekit", *args], cwd=cwd, check=False)
+    proc = subprocess.run(module_command("edgekit", *args), cwd=cwd, check=False)
     if proc.returncode != 0:
         raise CheckFailed(f"tour step 'edgekit {shown}' failed with exit code {proc.returncode}",
                           hint="its output is above")

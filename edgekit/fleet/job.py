@@ -12,7 +12,6 @@ import json
 import os
 import selectors
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 
 from edgekit.fleet.child import DONE, RESULT_FILE, SETTINGS_FILE, TARGET_FILE
 from edgekit.fleet.payload import Payload
+from edgekit.interpreter import module_command
 
 TOPIC = "edgekit-fleet"  # the Dask event topic jobs report their start and end on
 _TAIL = 300  # characters of a crashed runner's output kept in the error line
@@ -50,7 +50,7 @@ class Runner:
         if self.proc is None or self.proc.poll() is not None:
             self.log = tempfile.TemporaryFile()
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "edgekit.fleet.child", "serve", str(self.idle_s)],
+                module_command("edgekit.fleet.child", "serve", str(self.idle_s)),
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
         return self.proc
 

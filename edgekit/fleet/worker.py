@@ -12,12 +12,12 @@ import json
 import os
 import platform
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.fleet.engine import address, distributed, resource_for, security
+from edgekit.interpreter import module_command
 from edgekit.provenance import library_versions
 
 _DESCRIBE_TIMEOUT_S = 120.0  # importing torch on a Jetson Nano's SD card takes tens of seconds
@@ -27,7 +27,7 @@ _HERE: dict[str, Any] = {}  # what this agent said about its device at start-up
 def describe_device(device: str | None) -> dict[str, Any]:
     """This machine's profile (``device`` checked, else detected) and readable power sensors,
     found by a child process so the agent never imports torch."""
-    cmd = [sys.executable, "-m", "edgekit.fleet.child", "describe", *([device] if device else [])]
+    cmd = module_command("edgekit.fleet.child", "describe", *([device] if device else []))
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=_DESCRIBE_TIMEOUT_S,
                              check=False, stdin=subprocess.DEVNULL)

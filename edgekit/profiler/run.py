@@ -43,7 +43,7 @@ class ProfileSettings:
     energy: str = "auto"
     precision: str = "fp32"
     provider: str | None = None  # where onnxruntime / torch run: cpu | cuda | tensorrt (ORT only)
-    cuda_graph: bool = False  # tensorrt: replay the engine from a captured CUDA graph
+    cuda_graph: bool = False  # tensorrt, torch on cuda: replay a captured CUDA graph
     sysfs_root: str | None = None  # energy sensors' /sys; None: $EDGEKIT_SYSFS_ROOT or /
 
     def __post_init__(self) -> None:

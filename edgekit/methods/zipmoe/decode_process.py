@@ -15,7 +15,6 @@ import mmap
 import os
 import select
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.interpreter import module_command
 from edgekit.kernels.zipmoe_decoder import touch_pages
 from edgekit.methods.zipmoe.store import StoreError, TensorEntry, align_up
 from edgekit.storage import StorageReader
@@ -131,7 +131,7 @@ class DecodeProcess:
                     "jobs_fd": jobs_r, "events_fd": events_w, "arena_fd": self._fd}
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "edgekit.kernels.zipmoe_decoder", json.dumps(settings)],
+                module_command("edgekit.kernels.zipmoe_decoder", json.dumps(settings)),
                 pass_fds=(jobs_r, events_w, self._fd), stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL, stderr=self._stderr)
         except BaseException:

@@ -321,8 +321,8 @@ class MoEModel:
             prefetch(nxt, dict.fromkeys(ids[0].tolist(), 1), late=late)
             return
         counts = self._counts(ids)
-        mass = torch.zeros(cfg.num_experts).index_add_(0, ids.reshape(-1),
-                                                       weights.reshape(-1)).tolist()
+        mass = torch.zeros(cfg.num_experts, device=weights.device).index_add_(
+            0, ids.reshape(-1), weights.reshape(-1)).tolist()
         # Most predicted tokens first, then the most router weight: the scheduler keeps this
         # order among equals, so the likeliest experts are read first and the doubtful ones
         # are still unread, and cancelled cheaply, when the guess proves wrong.

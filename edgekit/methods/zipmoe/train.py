@@ -130,7 +130,7 @@ def _forward(p: dict[str, torch.Tensor], cfg: MoEConfig, ids: torch.Tensor
     b, t = ids.shape
     eps, h_dim = cfg.rms_norm_eps, cfg.hidden_size
     nh, nkv, hd = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-    positions = torch.arange(t)
+    positions = torch.arange(t, device=ids.device)
     x = p["model.embed_tokens.weight"][ids]
     aux = x.new_zeros(())
     routed = []

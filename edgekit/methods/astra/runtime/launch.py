@@ -20,7 +20,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 
 from edgekit.errors import EdgekitError, Terminated
 from edgekit.fileio import read_json_object
+from edgekit.interpreter import module_command
 from edgekit.methods.astra.runtime.spec import RunSpec
 
 _POLL_S = 0.05
@@ -174,8 +174,8 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
         workdir = Path(tmp)
         result = workdir / "result.json"
         port = free_port()
-        argv = [sys.executable, "-m", "edgekit.methods.astra.runtime.worker", *spec.argv(),
-                "--workdir", str(workdir), "--result", str(result)]
+        argv = module_command("edgekit.methods.astra.runtime.worker", *spec.argv(),
+                              "--workdir", str(workdir), "--result", str(result))
         procs: list[subprocess.Popen] = []
         stopped: frozenset[int] = frozenset()
         try:
