@@ -20,12 +20,13 @@ if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.setdefault(_pool, "1")
 
 
-# `python -m pytest` from the repository root puts the root on sys.path, where the source
+# `python -m pytest` from the repository root puts the root first on sys.path, where the source
 # folders edgekit installs as subpackages (kernels/, profiles/, exporters/) would import as
-# top-level packages and shadow third-party ones of the same name (transformers probes for
-# Hugging Face's `kernels`). The tests import the installed edgekit, never the bare folders.
+# top-level packages and shadow installed ones of the same name (transformers imports Hugging
+# Face's `kernels`). The root goes last: installed packages win, `tests.*` still imports.
 _ROOT = str(Path(__file__).resolve().parents[1])
-sys.path[:] = [p for p in sys.path if p not in ("", ".", _ROOT)]
+_FIRST = [p for p in sys.path if p in ("", ".", _ROOT)]
+sys.path[:] = [p for p in sys.path if p not in _FIRST] + _FIRST
 
 
 @pytest.fixture(scope="session", autouse=True)

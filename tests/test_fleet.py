@@ -308,3 +308,34 @@ def test_addresses_and_tls_options(tmp_path):
     one_line_error(*_cli("compare", "mlp", "--fleet", "h:1", "--job-timeout", "nan"), 2,
                    "--job-timeout")
     one_line_error(*_cli("compare", "--from", str(tmp_path)), 2, str(tmp_path))
+
+
+def test_a_users_own_model_goes_to_the_fleet_scored_on_the_users_data(cluster, tmp_path):
+    """A user's callable is loaded, scored and exported once on the client; the device gets
+    the artifact (with its input spec) and profiles it."""
+    import numpy as np
+
+    script = Path(__file__).parent / "user_models" / "my_model.py"
+    cluster.add("orin-1", ORIN)
+    with cluster.client():
+        pass
+    rng = np.random.default_rng(0)
+    data = tmp_path / "images.npz"
+    np.savez(data, image=rng.random((24, 3, 32, 32), dtype=np.float32),
+             labels=rng.integers(0, 5, 24))
+    report = tmp_path / "fleet.json"
+    code, out = _cli("compare", f"{script}:build", "--fleet", cluster.address, "--data",
+                     str(data), "--duration", "0.2", "--threads", "1", "--json", str(report))
+    assert code == 0, out
+    (row,) = json.loads(report.read_text())["rows"]
+    assert row["family"] == "user" and row["metric"] == "accuracy" and row["device"] == ORIN
+    assert 0 <= row["accuracy"] <= 1 and row["dataset"].startswith("images.npz")
+    assert row["profile"]["source"]["kind"] == "callable"  # the export's manifest travelled
+    code, out = _cli("compare", f"{script}:build", "--fleet", cluster.address)
+    one_line_error(code, out, 2, "scores your own models on --data", "profile --fleet")
+    code, out = _cli("profile", f"{script}:bare", "--input", "image:1x3x16x16", "--fleet",
+                     cluster.address, "--backend", "onnxruntime", "--duration", "0.1",
+                     "--json", str(tmp_path / "prof.json"))
+    assert code == 0, out
+    (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
+    assert prof["source"]["inputs"][0]["shape"] == [1, 3, 16, 16]

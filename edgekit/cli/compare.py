@@ -138,15 +138,14 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
                                sysfs_root=sysfs_root)
     if (from_paths or fleet["fleet_scheduler"]) and precisions:
         raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
-    if (from_paths or fleet["fleet_scheduler"]) and (evaluate or inputs):
-        raise UsageError("--evaluate and --input apply to a compare run here, not to --from or "
-                         "a fleet")
+    if from_paths and (evaluate or inputs):
+        raise UsageError("--evaluate and --input apply to a compare run, not to --from")
     if (from_paths or fleet["fleet_scheduler"]) and len(backends) > 1:
         raise UsageError("several backends apply to a compare run here, not to --from or a fleet")
     if from_paths or fleet["fleet_scheduler"]:
         compare_fleet_command(list(names), settings, from_paths=list(from_paths), data=data,
                               csv_path=csv_path, plot_path=plot_path, json_path=json_path,
-                              **fleet)
+                              evaluate=evaluate, inputs=tuple(parse_inputs(inputs)), **fleet)
         return
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress,

@@ -137,7 +137,8 @@ def compare_fleet_command(names: list[str], settings: ProfileSettings, *,
                           from_paths: list[str], data: str | None, csv_path: str | None,
                           plot_path: str | None, json_path: str | None,
                           fleet_scheduler: str | None, fleet_devices: str | None,
-                          tls_dir: str | None, job_timeout: float) -> None:
+                          tls_dir: str | None, job_timeout: float, evaluate: str | None = None,
+                          inputs: tuple[Any, ...] = ()) -> None:
     """``edgekit compare --fleet`` (measure on every selected device kind) or ``--from``
     (merge saved reports); exit 1 when a job failed."""
     from edgekit.fleet import fleet_compare, merge_reports
@@ -153,7 +154,8 @@ def compare_fleet_command(names: list[str], settings: ProfileSettings, *,
         with closing(_client(fleet_scheduler or "", tls_dir)) as client, \
                 progress_bars(transient=False) as progress:
             result = fleet_compare(names, client, settings, devices=_devices(fleet_devices),
-                                   data=data, limits=_limits(job_timeout), progress=progress)
+                                   data=data, limits=_limits(job_timeout), progress=progress,
+                                   evaluate=evaluate, inputs=inputs)
     show_fleet_compare(result, csv_path=csv_path, plot_path=plot_path, json_path=json_path)
     if result["failures"] and not from_paths:
         raise click.exceptions.Exit(1)

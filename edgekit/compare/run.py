@@ -31,7 +31,7 @@ from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiles import load_profile
 from edgekit.progress import Progress
 from edgekit.registry import ModelEntry
-from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
+from edgekit.targets import ArtifactTarget, OnnxFileTarget, Target, resolve_target
 from edgekit.training import evaluate_entry
 
 
@@ -176,20 +176,13 @@ def compare(names: Sequence[Any],
     if evaluate is not None and any(t is not None for t in trained):
         raise UsageError("--evaluate scores your own models; the built-in ones are scored on "
                          "their datasets")
-    user_specs = [t.inputs if isinstance(t, (ModelSource, OnnxFileTarget)) else None
-                  for t, tr in zip(targets, trained, strict=True) if tr is None]
     scorer = None
-    if user_specs:
-        from edgekit.compare.user import make_scorer
+    if any(tr is None for tr in trained):
+        from edgekit.compare.user import make_scorer, target_input_spec
 
-        spec = next((s for s in user_specs if s is not None), None)
-        if spec is None:
-            from edgekit.exporters import load_artifact
-            from edgekit.exporters.calibration import artifact_input_spec
-
-            first = next(t for t, tr in zip(targets, trained, strict=True) if tr is None)
-            spec = artifact_input_spec(load_artifact(first.folder).manifest)
-        scorer = make_scorer(data if all(t is None for t in trained) else None, evaluate, spec)
+        first = next(t for t, tr in zip(targets, trained, strict=True) if tr is None)
+        scorer = make_scorer(data if all(t is None for t in trained) else None, evaluate,
+                             target_input_spec(first))
     rows, refused = [], []
     for label, target, tr in zip(labels, targets, trained, strict=True):
         if tr is None:

@@ -131,7 +131,17 @@ def _evaluate_scorer(evaluate: str) -> Scorer:
     return scorer
 
 
-def _score(target: Target, scorer: Scorer | None) -> float | None:
+def target_input_spec(target: Target) -> InputSpec:
+    """The inputs a user's target takes (an artifact's from its manifest)."""
+    if isinstance(target, ArtifactTarget):
+        from edgekit.exporters import load_artifact
+        from edgekit.exporters.calibration import artifact_input_spec
+
+        return artifact_input_spec(load_artifact(target.folder).manifest)
+    return target.inputs
+
+
+def user_score(target: Target, scorer: Scorer | None) -> float | None:
     """The user's metric of ``target`` as it is (PyTorch for a module, ONNX Runtime else)."""
     if scorer is None:
         return None
@@ -172,7 +182,7 @@ def user_rows(name: str, target: Target, settings: Any, scorer: Scorer | None,
     from edgekit.profiler.run import profile
 
     if precisions is None:
-        score = _score(target, scorer)
+        score = user_score(target, scorer)
         return [_fields(name, scorer, score,
                         profile(target, replace(settings, backend=b), progress=progress))
                 for b in backends], []
@@ -199,7 +209,7 @@ def user_rows(name: str, target: Target, settings: Any, scorer: Scorer | None,
                 folder, passed = result.folder, result.validation.passed
             made = ArtifactTarget(folder)
             report = profile(made, replace(settings, precision=precision), progress=progress)
-            rows.append({**_fields(name, scorer, _score(made, scorer), report),
+            rows.append({**_fields(name, scorer, user_score(made, scorer), report),
                          "validated": passed})
     return rows, refused
 

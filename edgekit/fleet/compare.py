@@ -16,7 +16,7 @@ from typing import Any
 
 from edgekit.checkpoint import load_checkpoint
 from edgekit.compare.cache import cached_checkpoint
-from edgekit.compare.run import resolve_name
+from edgekit.compare.run import resolve_trained
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.exporters import export_onnx
@@ -41,7 +41,9 @@ from edgekit.training import evaluate_entry
 class _Scored:
     """What the client knows of one model before any device measures it."""
 
-    entry: Any
+    family: str
+    metric: str
+    higher_is_better: bool
     dataset: str
     score: float
     checkpoint: str | None
@@ -62,43 +64,68 @@ def _export(name: str, target: Target, settings: ProfileSettings, workdir: Path)
     return pack(name, export_onnx(target, folder, batch=settings.batch).folder)
 
 
-def _scored(name: str, settings: ProfileSettings, data: str | Path | None, workdir: Path,
-            progress: Progress | None) -> _Scored:
-    entry, variant, ckpt_path = resolve_name(name)
+def _scored(name: str, target: Target, settings: ProfileSettings, data: str | Path | None,
+            workdir: Path, progress: Progress | None, scorer: Any) -> _Scored:
+    """A built-in model trained (cached) and scored on its test split, or a user's scored by
+    ``scorer`` (``compare/user.py``), and its payload; scores hold on every device, since the
+    export is validated against the model it came from."""
+    trained = resolve_trained(target)
+    if trained is None:
+        from edgekit.compare.user import user_score
+
+        score = user_score(target, scorer)
+        return _Scored("user", scorer.metric, scorer.higher_is_better, scorer.dataset, score,
+                       None, _export(name, target, settings, workdir))
+    entry, variant, ckpt_path = trained
     dataset = load_dataset(entry.task, data)
     if ckpt_path is None:
         ckpt_path = cached_checkpoint(entry, variant, dataset, progress=progress)
     model, _ = load_checkpoint(ckpt_path)
     score = evaluate_entry(entry, model, dataset.x_test, dataset.y_test)
-    target = resolve_target(name) if Path(name).is_dir() else load_model_source(str(ckpt_path))
-    return _Scored(entry, dataset.name, score, str(ckpt_path),
-                   _export(name, target, settings, workdir))
+    measured = target if isinstance(target, ArtifactTarget) else load_model_source(str(ckpt_path))
+    return _Scored(entry.family, entry.task.metric, entry.task.higher_is_better, dataset.name,
+                   score, str(ckpt_path), _export(name, measured, settings, workdir))
 
 
 def fleet_compare(names: Sequence[str], client: Any,
                   settings: ProfileSettings = ProfileSettings(),  # noqa: B008 (frozen)
                   *, devices: Sequence[str] | None = None, data: str | Path | None = None,
                   limits: Limits = Limits(),  # noqa: B008 (frozen)
-                  progress: Progress | None = None) -> dict[str, Any]:
+                  progress: Progress | None = None, evaluate: str | None = None,
+                  inputs: tuple[InputOverride, ...] = ()) -> dict[str, Any]:
     """``edgekit compare`` on every selected device kind of the fleet ``client`` reaches: one
-    merged report with a device column, Pareto fronts per device, and the failed jobs."""
+    merged report with a device column, Pareto fronts per device, and the failed jobs. A user's
+    model is scored here on ``data`` (an array per input and ``labels``) or by ``evaluate``."""
     if not names:
         raise UsageError("compare needs at least one model name")
     if len(set(names)) != len(names):
         raise UsageError("compare got the same name twice")
-    tasks = {name: resolve_name(name)[0].task for name in names}
-    if len({(t.dataset, t.metric) for t in tasks.values()}) > 1:
-        listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())
+    targets = {name: resolve_target(name, inputs=inputs, batch=settings.batch) for name in names}
+    trained = {name: resolve_trained(t) for name, t in targets.items()}
+    tasks = {name: tr[0].task for name, tr in trained.items() if tr is not None}
+    mixed = bool(tasks) and len(tasks) < len(names)  # built-in and own models: two metrics
+    if len({(t.dataset, t.metric) for t in tasks.values()}) > 1 or mixed:
+        listed = "; ".join([f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items()]
+                           + [f"{n}: your own model" for n in names if trained[n] is None])
         raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
                          hint="compare the models of each task separately")
+    scorer = None
+    if not tasks:
+        from edgekit.compare.user import make_scorer, target_input_spec
+
+        scorer = make_scorer(data, evaluate, target_input_spec(targets[names[0]]))
+        if scorer is None:
+            raise UsageError("compare --fleet scores your own models on --data FILE.npz (an "
+                             "array per input and labels) or --evaluate file.py:fn",
+                             hint="or measure them alone with 'edgekit profile --fleet'")
     kinds = select_kinds(client, devices)  # a kind with no worker fails before any work
-    task = next(iter(tasks.values()))
     with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
         scored = {}
         for i, name in enumerate(names):
             if progress is not None:
                 progress(ProgressUpdate("scoring and exporting", i, len(names), note=name))
-            scored[name] = _scored(name, settings, data, Path(tmp), progress)
+            scored[name] = _scored(name, targets[name], settings, data, Path(tmp), progress,
+                                   scorer)
         if progress is not None:
             progress(ProgressUpdate("scoring and exporting", len(names), len(names)))
     jobs = [Job(name, kind) for name in names for kind in kinds]
@@ -109,10 +136,11 @@ def fleet_compare(names: Sequence[str], client: Any,
         if outcome.report is None:
             continue
         s = scored[outcome.job.name]
-        rows.append(profile_row(outcome.job.name, outcome.report, entry=s.entry,
-                                dataset=s.dataset, score=s.score, checkpoint=s.checkpoint,
-                                worker=outcome.worker))
-    return merged(rows, metric=task.metric, higher_is_better=task.higher_is_better,
+        rows.append(profile_row(outcome.job.name, outcome.report, family=s.family,
+                                metric=s.metric, dataset=s.dataset, score=s.score,
+                                checkpoint=s.checkpoint, worker=outcome.worker))
+    first = next(iter(scored.values()))
+    return merged(rows, metric=first.metric, higher_is_better=first.higher_is_better,
                   backend=settings.backend, failures=_failures(outcomes))
 
 

@@ -30,13 +30,12 @@ COMPARE_REPORT = Object({
 })
 
 
-def profile_row(name: str, report: dict[str, Any], *, entry: Any, dataset: str, score: float,
-                checkpoint: str | None, worker: str | None) -> dict[str, Any]:
+def profile_row(name: str, report: dict[str, Any], *, family: str, metric: str, dataset: str,
+                score: float, checkpoint: str | None, worker: str | None) -> dict[str, Any]:
     """A compare row (the fields ``edgekit compare`` writes) measured on a fleet device."""
     device = report["device"]
     return {
-        "name": name, "family": entry.family, "metric": entry.task.metric,
-        entry.task.metric: score, "dataset": dataset,
+        "name": name, "family": family, "metric": metric, metric: score, "dataset": dataset,
         "device": device["profile"], "device_name": device["display_name"], "worker": worker,
         "backend": report["backend"].get("backend"), "checkpoint": checkpoint,
         **measured_fields(report),
