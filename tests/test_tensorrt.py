@@ -482,6 +482,7 @@ def test_profiler_reports_phases_of_the_timed_iterations():
     from edgekit.cli.profile import render_profile
     from edgekit.profiler import run as run_module
     from edgekit.profiler.timing import TimingPlan
+    from edgekit.targets import ArtifactTarget
 
     runner = _PhasedRunner()
     prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake", source={},
@@ -490,7 +491,8 @@ def test_profiler_reports_phases_of_the_timed_iterations():
     plan = TimingPlan(warmup_s=0.0, min_warmup_iterations=3, iterations=12)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "_prepare", lambda *a, **k: prepared)
-        report = run_module.profile("fake", ProfileSettings(plan=plan, energy="none"))
+        report = run_module.profile(ArtifactTarget(Path("fake")),  # resolved: _prepare is patched
+                                    ProfileSettings(plan=plan, energy="none"))
     phases = report["phases_ms"]
     assert set(phases) == {"h2d", "compute", "d2h", "end_to_end"}
     assert runner.calls == 1 + 3 + 12  # first inference, warm-up, timed
