@@ -106,7 +106,15 @@ class ModelSource:
 
     @property
     def spiking(self) -> bool:
-        return self.entry is not None and self.entry.spiking
+        """A registry entry says so; a user's module is spiking when it is a ``MultiStepNet``
+        with spiking neurons (what NIR export and ``simulate`` run)."""
+        if self.entry is not None:
+            return self.entry.spiking
+        if not hasattr(self.model, "forward_seq"):
+            return False
+        from edgekit.spiking.layers import MultiStepNet, is_spiking
+
+        return isinstance(self.model, MultiStepNet) and is_spiking(self.model)
 
     @property
     def stream(self) -> StreamSpec | None:
@@ -214,7 +222,7 @@ def _user_source(loaded: Any, kind: str, overrides: tuple[InputOverride, ...]) -
     return ModelSource(module, spec, outputs, user=origin)
 
 
-def _is_registry_name(target: str) -> bool:
+def is_registry_name(target: str) -> bool:
     base = target.partition(VARIANT_SEPARATOR)[0]
     return base in {n.partition(VARIANT_SEPARATOR)[0] for n in all_names()}
 
@@ -261,7 +269,7 @@ def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
         _refuse_overrides(overrides, "a checkpoint")
         model, ckpt = load_checkpoint(text)
         source = registry_source(ckpt.entry, ckpt.variant, model, ckpt)
-    elif _is_registry_name(text):
+    elif is_registry_name(text):
         _refuse_overrides(overrides, "a registry model")
         entry, variant = split_name(text)
         source = registry_source(entry, variant, entry.build(variant).eval())

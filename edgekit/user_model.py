@@ -243,8 +243,9 @@ def load_pt2(path: Path) -> LoadedModel:
 
 
 def adapt(loaded: LoadedModel, overrides: Sequence[InputOverride] = ()) -> tuple[
-        FlatModule, InputSpec, tuple[str, ...]]:
-    """The wrapped module, its input spec and its output names.
+        nn.Module, InputSpec, tuple[str, ...]]:
+    """The module edgekit runs (wrapped in ``FlatModule`` where the user's takes keywords or
+    returns more than a flat tuple of tensors), its input spec and its output names.
 
     Inputs come from the example inputs, changed by ``--input`` (``overrides``); with no
     example, ``--input`` must name every input. The outputs are named by running the module
@@ -265,7 +266,6 @@ def adapt(loaded: LoadedModel, overrides: Sequence[InputOverride] = ()) -> tuple
                          f"the shapes it takes",
                          hint=f"give each input: --input {forward[0] if forward else 'input'}:"
                               f"{shape}[:DTYPE], or return (module, example_inputs)")
-    flat = FlatModule(module, spec.names, keywords).eval()
     try:
         with torch.inference_mode():
             out = module(**dict(zip(spec.names, spec.example(), strict=True))) if keywords \
@@ -280,7 +280,11 @@ def adapt(loaded: LoadedModel, overrides: Sequence[InputOverride] = ()) -> tuple
     names = tuple(n for n, _ in flatten_outputs(out))
     if not names:
         raise UsageError(f"{loaded.origin} returned no tensor")
-    return flat, spec, names
+    plain = isinstance(out, torch.Tensor) or (isinstance(out, (tuple, list))
+                                              and all(isinstance(t, torch.Tensor) for t in out))
+    if plain and not keywords:  # it keeps edgekit's contract already: left as it is (a spiking
+        return module, spec, names  # MultiStepNet stays one, for NIR and simulate)
+    return FlatModule(module, spec.names, keywords).eval(), spec, names
 
 
 def weights_sha256(module: nn.Module) -> str:

@@ -252,7 +252,7 @@ def validate_nir(path: Path, source: ModelSource, dt: float, atol: float, rtol: 
         reference = source.model.forward_seq(x_seq)  # [T, B, classes]
         actual = _import_and_run(path, x_seq, dt)
     return compare_outputs({"output": actual.numpy()}, {"output": reference.numpy()}, atol, rtol,
-                           against="torch", inputs=f"entry example inputs, batch {batch}, "
+                           against="torch", inputs=f"example inputs, batch {batch}, "
                                                    f"T={source.model.T}, run from rest")
 
 
@@ -279,7 +279,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     spiking = make_spiking_net_fire(source)
     (x_rate,) = source.example_inputs(batch=1)
     spiking["firing_rate"] = mean_firing_rate(model, x_rate)
-    spiking["firing_rate_of"] = "every spiking neuron on the entry's example input (batch 1)"
+    spiking["firing_rate_of"] = "every spiking neuron on the model's example input (batch 1)"
     with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
@@ -290,17 +290,20 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
         report = validate_nir(model_path, source, dt, atol, rtol)
         if not report.passed:
             raise ValidationFailed(report, f"NIR export of {source.name}")
-        task = source.entry.task
         T = model.T
+        (field,) = source.inputs.fields
+        with torch.no_grad():
+            classes = int(model(x_rate).shape[-1])
+        functional.reset_net(model)
         manifest = {
             "schema_version": MANIFEST_SCHEMA,
             "format": "nir",
             "model_file": MODEL_FILE,
             "source": source.record(),
-            "task": task_record(task),
-            "inputs": [{"name": "input", "shape": [T, "batch", *task.input_shape],
-                        "dtype": task.input_dtype}],
-            "outputs": [{"name": "output", "shape": [T, "batch", task.num_classes],
+            "task": task_record(source.task) if source.task is not None else None,
+            "inputs": [{"name": "input", "shape": [T, "batch", *field.shape[1:]],
+                        "dtype": field.dtype}],
+            "outputs": [{"name": "output", "shape": [T, "batch", classes],
                          "dtype": "float32"}],
             "timesteps": T,
             "dt_s": dt,

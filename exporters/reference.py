@@ -130,6 +130,8 @@ def make_spiking_net_fire(source: ModelSource) -> dict[str, Any] | None:
         return None
     if source.checkpoint is not None:
         return {"weights": "trained (checkpoint)", "batchnorm": "as trained"}
+    if source.user is not None:  # the user's weights are never changed
+        return {"weights": "the user's own", "batchnorm": "as given"}
     norms = [m for m in source.model.modules()
              if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
     if norms and not any(int(m.num_batches_tracked) == 0 for m in norms):

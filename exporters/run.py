@@ -186,6 +186,9 @@ def _check_target(target: Target, to: str, options: ExportOptions) -> None:
     if isinstance(target, OnnxFileTarget) and to == "nir":
         raise UsageError("--to nir exports a spiking PyTorch model; an ONNX file has no neurons "
                          "to read", hint="give the spiking module (file.py:callable)")
+    if isinstance(target, ModelSource) and to == "nir" and not target.spiking:
+        raise UsageError(f"{target.name} is not a spiking net; NIR describes spiking nets",
+                         hint="export it with --to onnx")
     _check_stream(target, to, options)
 
 

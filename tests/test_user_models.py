@@ -149,8 +149,16 @@ def test_compare_scores_a_users_models_on_their_data_and_says_when_it_cannot(tmp
                        attention_mask=torch.from_numpy(arrays["attention_mask"])).logits
     assert accuracies[0] == pytest.approx(
         float((logits.argmax(1).numpy() == arrays["labels"]).mean()))
-    unscored = _ok("compare", DISTILBERT, "--duration", "0.2", "--threads", "1").output
+    unscored = _ok("compare", DISTILBERT, "--duration", "0.2", "--threads", "1", "--json",
+                   tmp_path / "unscored.json").output
     assert "not scored" in unscored and "hf_models.py:distilbert" in unscored
+    from edgekit.provenance import report_document
+
+    (tmp_path / "scored.json").write_text(json.dumps(report_document("compare", scored)))
+    _ok("report", tmp_path / "scored.json", tmp_path / "unscored.json", "-o",
+        tmp_path / "report.html")
+    page = (tmp_path / "report.html").read_text()
+    assert "Not scored: no --data or --evaluate" in page and "hf_models.py:distilbert" in page
 
 
 def test_compare_takes_a_users_evaluate_function(tmp_path):
@@ -329,3 +337,28 @@ def test_bad_user_data_is_one_line(tmp_path, bert_art):
     one_line_error(result.exit_code, result.output, 2, "no built-in dataset to calibrate with",
                    "--calib-data")
     assert not out.exists()
+
+
+# -- a spiking module of the user's own -----------------------------------------------------------
+
+
+def test_a_users_spiking_module_exports_to_nir_and_simulates(tmp_path):
+    out = _ok("export", f"{MY_MODEL}:spiking", "--to", "nir", "-o", tmp_path / "nir").output
+    assert "[✓] output" in out
+    m = _manifest(tmp_path / "nir")
+    assert m["inputs"][0]["shape"] == [4, "batch", 1, 12, 12] and m["task"] is None
+    assert m["spiking"]["weights"] == "the user's own"  # never recalibrated
+    rng = np.random.default_rng(0)
+    data = tmp_path / "events.npz"
+    np.savez(data, x=rng.random((12, 1, 12, 12), dtype=np.float32),
+             labels=rng.integers(0, 4, 12))
+    report = tmp_path / "sim.json"
+    _ok("simulate", f"{MY_MODEL}:spiking", "--data", data, "--samples", "8", "--no-profile",
+        "--json", report)
+    doc = json.loads(report.read_text())
+    assert doc["samples"] == 8 and doc["inputs"].startswith("events.npz")
+    assert 0 <= doc["accuracy"] <= 1 and doc["totals"]["spikes"] > 0 and doc["totals"]["acs"] > 0
+    result = _run("simulate", f"{MY_MODEL}:build", "--no-profile")
+    one_line_error(result.exit_code, result.output, 2, "not a spiking net edgekit can simulate")
+    result = _run("export", f"{MY_MODEL}:build", "--to", "nir", "-o", tmp_path / "no")
+    one_line_error(result.exit_code, result.output, 2, "is not a spiking net")

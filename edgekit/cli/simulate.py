@@ -18,8 +18,10 @@ from edgekit.cli.common import (
     console,
     data_option,
     err_console,
+    input_option,
     write_json,
 )
+from edgekit.inputs import parse_inputs
 from edgekit.provenance import report_document
 from edgekit.spiking.plot import plot_simulation
 from edgekit.spiking.simulate import SimulateSettings, load_spiking_source
@@ -106,20 +108,24 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
               help="Write a per-layer bar plot (PNG).")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the report as JSON.")
+@input_option
 def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | None,
              device: str | None, chip: str, duration: float, threads: int | None,
              no_profile: bool, data: str | None,
-             plot_path: str | None, json_path: str | None) -> None:
+             plot_path: str | None, json_path: str | None, inputs: tuple[str, ...]) -> None:
     """Simulate a spiking net: firing rates, operations, energy.
 
+    \b
     Runs MODEL on real inputs: firing rates, MACs, ACs, SOPs, inter-core communication, and
     energy under the 45 nm and neuromorphic cost models beside the profiler's energy for the same
-    inference on --device.
+    inference on --device. MODEL is a built-in spiking net or its checkpoint, or your own
+    spiking module (file.py:callable returning an edgekit MultiStepNet), run on --data FILE.npz
+    (its input's array and labels) or else on random example inputs.
     """
     settings = SimulateSettings(samples=samples, timesteps=timesteps, chip=chip, device=device,
                                 profile_device=not no_profile, duration_s=duration,
                                 threads=threads, data=data)
-    source = load_spiking_source(model, checkpoint, timesteps)
+    source = load_spiking_source(model, checkpoint, timesteps, inputs=parse_inputs(inputs))
     with console.status(f"simulating {source.name}..."):
         report = run_simulation(source, settings)
     console.print(render_layers(report))
@@ -130,8 +136,10 @@ def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | 
     for note in notes:
         console.print(f"  {escape(note)}", highlight=False)
     weights = (f"checkpoint {report['source']['checkpoint']}" if "checkpoint" in report["source"]
-               else "untrained weights")
-    console.print(f"accuracy on these samples: {report['accuracy'] * 100:.2f}% ({weights}); "
+               else "your weights" if "origin" in report["source"] else "untrained weights")
+    accuracy = (f"{report['accuracy'] * 100:.2f}%" if report["accuracy"] is not None
+                else "not scored (no labels)")
+    console.print(f"accuracy on these samples: {accuracy} ({weights}; {report['inputs']}); "
                   f"counts: {escape(report['counters'])}")
     if plot_path:
         plot_simulation(report, plot_path)

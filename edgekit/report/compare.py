@@ -12,9 +12,11 @@ from typing import Any
 from edgekit.compare.pareto import frontier
 from edgekit.compare.table import cells, columns
 from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt, number
-from edgekit.schema import ANY_OBJECT, BOOL, NUMBER, STR, ListOf, Object
+from edgekit.schema import ANY_OBJECT, BOOL, NUMBER, STR, ListOf, Object, Optional
 
-ROW = Object({"name": STR, "family": STR, "metric": STR, "dataset": STR, "params": NUMBER,
+# A user's model compared without --data or --evaluate has no metric or dataset (not scored).
+ROW = Object({"name": STR, "family": STR, "metric": Optional(STR), "dataset": Optional(STR),
+              "params": NUMBER,
               "flops_per_sample": NUMBER, "latency_p50_ms": NUMBER, "latency_p99_ms": NUMBER,
               "throughput_per_s": NUMBER, "energy_per_inference_j": NUMBER,
               "energy_source": STR, "peak_rss_mib": NUMBER, "pareto_latency": BOOL,
@@ -39,7 +41,8 @@ def _hover(row: dict[str, Any], doc: dict[str, Any]) -> str:
     energy = number(row["energy_per_inference_j"])
     lines = [
         f"<b>{escape(row['name'])}</b> ({escape(row['family'])})",
-        f"{metric}: {_score(metric, row[metric])} (scored on the {row['dataset']} test split)",
+        (f"{metric}: {_score(metric, row[metric])} (scored on the {row['dataset']} test split)"
+         if row.get("dataset") else "not scored (no --data or --evaluate)"),
         f"latency p50 {fmt(row['latency_p50_ms'], '.4g')} ms, p99 "
         f"{fmt(row['latency_p99_ms'], '.4g')} ms ({_latency_source(row, doc)})",
         f"throughput: {fmt(row['throughput_per_s'], '.0f')} samples/s (measured)",
@@ -107,6 +110,11 @@ def render(results: list[Result]) -> list[Block]:
         blocks.append(Table(header, rows,
                             caption=f"* on the {metric}-latency front, † on the {metric}-energy "
                                     "front, ! failed validation"))
+        if not doc.get("scored", True):
+            blocks.append(Note("Not scored: no --data or --evaluate was given for these models, "
+                               "so there is no metric to plot against; the table holds the "
+                               "efficiency figures."))
+            continue
         blocks.append(_plot(doc, "latency_p50_ms", 1.0, "median latency (ms)", "pareto_latency",
                             f"compare-{i}-latency"))
         if any(number(r["energy_per_inference_j"]) is not None for r in doc["rows"]):

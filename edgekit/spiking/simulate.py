@@ -6,6 +6,7 @@ energy on the device").
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
+from edgekit.inputs import InputOverride
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import DeviceProfile, detect_profile, list_profiles, load_profile
@@ -24,7 +26,7 @@ from edgekit.registry import all_names, split_name
 from edgekit.spiking.counting import COUNTER_SOURCE, count, spike_total
 from edgekit.spiking.energy import horowitz_45nm, neuromorphic, spikingjelly_simple
 from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
-from edgekit.targets import ModelSource, registry_source
+from edgekit.targets import ModelSource, is_registry_name, load_model_source, registry_source
 
 DEFAULT_CHIP = "loihi"
 
@@ -55,12 +57,17 @@ def spiking_names() -> list[str]:
 
 
 def load_spiking_source(model: str, checkpoint: str | None = None,
-                        timesteps: int | None = None) -> ModelSource:
-    """MODEL (a registry name, or a checkpoint path) with trained weights from ``checkpoint``.
+                        timesteps: int | None = None,
+                        inputs: Sequence[InputOverride | str] = ()) -> ModelSource:
+    """MODEL (a registry name, a checkpoint path, or a spiking module of the user's own:
+    ``file.py:callable``, ``.pt2``...) with trained weights from ``checkpoint``.
 
     Refuses non-spiking models and checkpoints of another model or variant; ``timesteps``
-    rebuilds the net for another T (the weights do not depend on T).
+    rebuilds a registry net for another T (the weights do not depend on T).
     """
+    if checkpoint is None and not model.endswith(".safetensors") \
+            and not is_registry_name(model) and not Path(model).is_file():
+        return _user_spiking_source(model, timesteps, inputs)
     if checkpoint is None and (model.endswith(".safetensors") or Path(model).is_file()):
         checkpoint, model = model, read_checkpoint(model).model_name
     entry, variant = split_name(model)
@@ -86,6 +93,20 @@ def load_spiking_source(model: str, checkpoint: str | None = None,
     return registry_source(entry, variant, model_obj, ckpt)
 
 
+def _user_spiking_source(model: str, timesteps: int | None,
+                         inputs: Sequence[InputOverride | str]) -> ModelSource:
+    source = load_model_source(model, inputs=inputs)
+    if not source.spiking:
+        raise UsageError(f"{source.name} is not a spiking net edgekit can simulate",
+                         hint="simulate runs edgekit MultiStepNet modules with spiking neurons "
+                              "(edgekit.spiking.layers); built-in: "
+                              + ", ".join(spiking_names()))
+    if timesteps is not None and timesteps != source.model.T:
+        raise UsageError(f"-T {timesteps}: {source.name} is your own module, built for "
+                         f"T={source.model.T}", hint="build it for another T in your callable")
+    return source
+
+
 def _chip(name: str) -> DeviceProfile:
     chip = load_profile(name)
     if chip.kind != "neuromorphic":
@@ -104,14 +125,29 @@ def _device(name: str | None) -> DeviceProfile:
     return device
 
 
-def _inputs(source: ModelSource, settings: SimulateSettings) -> tuple[np.ndarray, np.ndarray, str]:
-    dataset = load_dataset(source.entry.task, settings.data)
+def _inputs(source: ModelSource,
+            settings: SimulateSettings) -> tuple[np.ndarray, np.ndarray | None, str]:
+    """The samples to run: the entry's test split (or ``--data``); for a user's module, the
+    user's ``--data`` (the input's array, ``labels`` if there) or else its example inputs."""
+    if source.task is None:
+        if settings.data is None:
+            x = source.inputs.example(settings.samples)[0].numpy()
+            return x, None, f"{len(x)} random example inputs (no --data)"
+        from edgekit.user_data import load_named_data
+
+        named = load_named_data(settings.data, source.inputs)
+        n = min(settings.samples, named.count)
+        labels = named.labels[:n] if named.labels is not None else None
+        return named.arrays[source.inputs.names[0]][:n], labels, named.origin
+    dataset = load_dataset(source.task, settings.data)
     n = min(settings.samples, len(dataset.x_test))
     return dataset.x_test[:n], dataset.y_test[:n], f"{dataset.name} test split"
 
 
-def _profile_target(source: ModelSource, workdir: Path) -> str:
+def _profile_target(source: ModelSource, workdir: Path) -> ModelSource | str:
     """What the profiler loads: the same weights and the same T as the simulation."""
+    if source.entry is None:
+        return source  # a user's module: profiled as it is
     cfg = source.model.edgekit_cfg
     same_config = dict(cfg["config"]) == source.entry.config_for(source.variant)
     if same_config and source.checkpoint is not None:
@@ -170,7 +206,7 @@ def simulate(source: ModelSource,
         "T": T,
         "samples": n,
         "inputs": data_name,
-        "accuracy": float((predictions == y[:n]).mean()),
+        "accuracy": float((predictions == y[:n]).mean()) if y is not None else None,
         "counters": COUNTER_SOURCE,
         "totals": {"params": dense.params, "dense_flops": dense.flops,
                    "macs": counts.totals["mac"] / n,

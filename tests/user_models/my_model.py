@@ -36,3 +36,28 @@ def broken():
 
 def not_a_module():
     return 42
+
+
+def spiking():
+    """A spiking CNN of the user's own on edgekit's ``MultiStepNet`` (SpikingJelly LIF
+    neurons, T=4): NIR export and ``edgekit simulate`` take it."""
+    import math
+
+    from edgekit.spiking.layers import MultiStepNet, layer, lif
+
+    class MySpikingNet(MultiStepNet):
+        def __init__(self) -> None:
+            super().__init__(T=4, input_shape=(1, 12, 12))
+            self.body = nn.Sequential(
+                layer.Conv2d(1, 8, 3, padding=1, bias=True, step_mode="m"), lif(),
+                layer.AvgPool2d(2, 2, step_mode="m"), layer.Flatten(step_mode="m"),
+                layer.Linear(8 * 6 * 6, 4, step_mode="m"))
+            for m in self.body.modules():  # scaled so that the neurons fire
+                if isinstance(m, (nn.Conv2d, nn.Linear)):
+                    nn.init.normal_(m.weight, std=2.0 * math.sqrt(2.0 / m.weight[0].numel()))
+
+        def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:
+            return self.body(x_seq)
+
+    torch.manual_seed(2)
+    return MySpikingNet().eval(), torch.rand(1, 1, 12, 12)
