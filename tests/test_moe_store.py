@@ -145,3 +145,35 @@ def test_config_errors_are_one_clear_line():
         parse_config(cfg)
     yarn = {**tiny_config("deepseek"), "rope_scaling": {"type": "yarn", "factor": 40}}
     assert parse_config(yarn).rope_scaling == "yarn"  # compressible; the model refuses to serve it
+
+
+def _cast_to_int8(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {n: t.to(torch.int8) for n, t in weights.items()}
+
+
+def _add_a_layer_the_config_lacks(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {**weights, "model.layers.9.input_layernorm.weight": torch.ones(8)}
+
+
+@pytest.mark.parametrize(("corrupt", "says"), [
+    (_cast_to_int8, "T: tensor 'model.embed_tokens.weight' has dtype I8"),
+    (_add_a_layer_the_config_lacks, "GOOD.zmoe: not written, the new store would not open: "),
+])
+def test_a_failing_compress_leaves_the_good_store_as_it_was(tmp_path, corrupt, says):
+    """Every check a reader makes runs before the new store replaces the old one: a checkpoint
+    cast to int8 (no dtype the model computes in) is refused before any work, one whose store
+    would not open (a tensor of a layer config.json does not have) before the swap; either way
+    GOOD still opens, unchanged, and nothing is left beside it."""
+    ckpt = make_tiny_checkpoint(tmp_path / "T", "qwen", seed=2)
+    good = tmp_path / "GOOD.zmoe"
+    compress_checkpoint(ckpt, good, trace=False)
+    before = {f.name: f.read_bytes() for f in good.iterdir()}
+    save_file(corrupt(load_file(str(ckpt / "model.safetensors"))),
+              str(ckpt / "model.safetensors"))
+    result = CliRunner().invoke(cli, ["moe", "compress", str(ckpt), "-o", str(good)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and says in line and ".partial" not in line, line
+    assert {f.name: f.read_bytes() for f in good.iterdir()} == before
+    Store(good).verify()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -249,6 +249,12 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
         }
         manifest["manifest_sha256"] = manifest_digest(manifest)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        try:  # every check a reader makes, before the swap: a bad store never replaces a good one
+            Store(staging)
+        except StoreError as exc:
+            raise StoreError(f"{folder}: not written, the new store would not open: "
+                             f"{exc.message.replace(str(staging), str(folder))}",
+                             hint="check the checkpoint against its config.json") from exc
     return manifest
 
 
