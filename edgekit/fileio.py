@@ -64,10 +64,11 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-# What an edgekit output folder is: each writer registers how to recognise its own folders (an
-# artifact's manifest.json, a ZipMoE store's manifest, a make-tiny checkpoint's marker), so a
-# folder is replaced without --force only when one of them recognises it.
-OutputKind = Callable[[Path], bool]
+# What edgekit wrote. Each writer of a folder registers how to recognise its own folders and name
+# the files it wrote in them (an artifact's manifest.json lists them, a ZipMoE store's manifest
+# names its data file). An existing folder is replaced without --force only when one of them
+# claims it and it holds nothing else: a note a user kept in an artifact survives a re-export.
+FolderKind = Callable[[Path], Iterable[str] | None]
 
 
 def _load_output_kinds() -> None:
@@ -75,30 +76,51 @@ def _load_output_kinds() -> None:
     import edgekit.methods  # noqa: F401  (method folders: ZipMoE stores and tiny checkpoints)
 
 
-_OUTPUT_KINDS: Registry[OutputKind] = Registry("output folder kind", load=_load_output_kinds)
+_OUTPUT_KINDS: Registry[FolderKind] = Registry("output folder kind", load=_load_output_kinds)
 
 
-def register_output_kind(name: str, recognise: OutputKind) -> OutputKind:
-    """``recognise(folder)`` says whether ``folder`` is one edgekit wrote (an error is a no)."""
-    return _OUTPUT_KINDS.add(name, recognise)
+def register_output_kind(name: str, files: FolderKind) -> FolderKind:
+    """``files(folder)``: the paths (relative to ``folder``) of the files edgekit wrote in it,
+    or None when the folder is not of this kind (an error is a no)."""
+    return _OUTPUT_KINDS.add(name, files)
 
 
-def output_kind(folder: str | os.PathLike[str]) -> str | None:
-    """The name of the registered kind that recognises ``folder``, or None."""
+def _written_files(folder: Path) -> set[str] | None:
+    """The files edgekit wrote in ``folder``, as the first kind that recognises it names them."""
     for name in _OUTPUT_KINDS.names():
         try:
-            if _OUTPUT_KINDS.get(name)(Path(folder)):
-                return name
+            files = _OUTPUT_KINDS.get(name)(folder)
         except Exception:  # noqa: BLE001  a file a recogniser cannot read is not ours
             continue
+        if files is not None:
+            return {Path(f).as_posix() for f in files}
     return None
+
+
+def _foreign(folder: Path, written: set[str]) -> list[str]:
+    """What ``folder`` holds besides ``written`` (and the folders holding it): every other file,
+    link or empty folder, as relative paths, sorted. Links are not followed."""
+    keep = written | {p.as_posix() for f in written for p in Path(f).parents} - {"."}
+    found = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root).relative_to(folder)
+        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            if (here / name).as_posix() not in written:
+                found.append((here / name).as_posix())
+        for name in [d for d in dirs if not (Path(root) / d).is_symlink()]:
+            if (here / name).as_posix() not in keep:
+                found.append((here / name).as_posix() + "/")
+        dirs[:] = [d for d in dirs if (here / d).as_posix() in keep
+                   and not (Path(root) / d).is_symlink()]
+    return sorted(found)
 
 
 def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
                  force: bool = False) -> None:
     """Refuse an output that would destroy data: one that overlaps an input (the same path,
     inside it or holding it, symlinks resolved; never allowed) or an existing non-empty folder
-    that edgekit did not write (allowed with ``force``)."""
+    that edgekit did not write or that holds anything besides what edgekit wrote there (allowed
+    with ``force``)."""
     target = Path(path)
     resolved = target.resolve()
     for item in inputs:
@@ -108,10 +130,17 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
                              hint="choose another -o; replacing it would delete the input")
     if force or not target.is_dir() or not any(target.iterdir()):
         return
-    if output_kind(target) is None:
+    written = _written_files(target)
+    if written is None:
         raise UsageError(f"{target} is a folder that edgekit did not write (no edgekit manifest "
                          f"in it); replacing it would delete its contents",
                          hint="choose another -o, or pass --force to replace it")
+    foreign = _foreign(target, written)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise UsageError(f"{target} holds {foreign[0]}{more}, which edgekit did not write; "
+                         f"replacing the folder would delete it",
+                         hint="move it out, choose another -o, or pass --force to replace it")
 
 
 # Staging folders beside OUT: ``.OUT.PID-XXXXXXXX.partial`` (being written) and

@@ -111,14 +111,16 @@ def is_artifact(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def _is_our_artifact(folder: Path) -> bool:
-    """An artifact or Jetson bundle edgekit wrote: its manifest has our schema and format keys."""
+def _artifact_files(folder: Path) -> list[str] | None:
+    """An artifact or Jetson bundle edgekit wrote (its manifest has our schema and format keys):
+    the manifest and the files it lists."""
     manifest = read_json_object(folder / MANIFEST)
-    return (isinstance(manifest.get("schema_version"), int)
+    ours = (isinstance(manifest.get("schema_version"), int)
             and isinstance(manifest.get("format"), str) and isinstance(manifest.get("files"), dict))
+    return [MANIFEST, *manifest["files"]] if ours else None
 
 
-register_output_kind("artifact", _is_our_artifact)
+register_output_kind("artifact", _artifact_files)
 
 
 def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:

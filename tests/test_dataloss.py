@@ -63,6 +63,46 @@ def test_export_refuses_a_folder_edgekit_did_not_write(tmp_path):
     assert run_here("export", "mlp:small", "-o", str(out)).returncode == 0
 
 
+def test_reexport_keeps_a_file_the_user_put_in_the_artifact(tmp_path):
+    """Issue 45: only what edgekit wrote is replaced; a note beside it is refused (--force)."""
+    art = tmp_path / "art"
+    assert run_here("export", "mlp:small", "-o", str(art)).returncode == 0
+    (art / "NOTES.md").write_text("x")
+    refused(run("export", "mlp:small", "-o", str(art)), f"{art} holds NOTES.md", "--force")
+    assert (art / "NOTES.md").read_text() == "x"
+    (art / "NOTES.md").unlink()
+    (art / "runs").mkdir()  # a folder of the user's, even an empty one
+    refused(run_here("export", "mlp:small", "-o", str(art)), "holds runs/,", "--force")
+    (art / "runs").rmdir()
+    assert run_here("export", "mlp:small", "-o", str(art)).returncode == 0
+    (art / "NOTES.md").write_text("x")
+    assert run_here("export", "mlp:small", "-o", str(art), "--force").returncode == 0
+    assert sorted(p.name for p in art.iterdir()) == ["manifest.json", "model.onnx",
+                                                     "reference.npz"]
+
+
+def test_every_folder_writer_keeps_a_file_the_user_put_in_its_folder(tmp_path):
+    """The rule lives in the shared check: a ZipMoE store, a tiny checkpoint and a precision
+    artifact with a file of the user's in them are refused as an export artifact is."""
+    from edgekit.fileio import check_output
+
+    tiny, store = tmp_path / "tiny", tmp_path / "store"
+    assert run_here("moe", "make-tiny", str(tiny)).returncode == 0
+    assert run_here("moe", "compress", str(tiny), "-o", str(store), "--no-trace").returncode == 0
+    check_output(store)
+    check_output(tiny)
+    for folder, args in ((store, ("moe", "compress", str(tiny), "-o", str(store), "--no-trace")),
+                         (tiny, ("moe", "make-tiny", str(tiny)))):
+        (folder / "keep.txt").write_text("mine")
+        refused(run_here(*args), f"{folder} holds keep.txt", "--force")
+        assert (folder / "keep.txt").read_text() == "mine"
+        (folder / "keep.txt").unlink()
+        (folder / "link").symlink_to(tmp_path)
+        with pytest.raises(UsageError, match="holds link, which edgekit did not write"):
+            check_output(folder)
+        (folder / "link").unlink()
+
+
 def test_export_output_never_holds_its_input(tmp_path):
     folder = tmp_path / "work"
     ckpt = save_checkpoint(create_model("mlp:small"), folder / "m.safetensors")

@@ -85,11 +85,14 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _is_our_store(folder: Path) -> bool:
-    return read_json_object(folder / MANIFEST).get("format") == FORMAT
+def _store_files(folder: Path) -> list[str] | None:
+    manifest = read_json_object(folder / MANIFEST)
+    if manifest.get("format") != FORMAT:
+        return None
+    return [MANIFEST, CONFIG, str(manifest.get("data_file", DATA_FILE))]
 
 
-register_output_kind("zipmoe-store", _is_our_store)
+register_output_kind("zipmoe-store", _store_files)
 
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
