@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_write_bytes, read_json_object
+from edgekit.fileio import atomic_write_bytes, read_json_object, register_file_kind
 from edgekit.registry import VARIANT_SEPARATOR, ModelEntry, split_name
 from edgekit.shapes import apply_shapes, check_shapes, layer_shapes
 
@@ -101,6 +101,18 @@ def _metadata(path: Path) -> dict[str, str]:
             return handle.metadata() or {}
     except (SafetensorError, OSError) as exc:
         raise UsageError(f"checkpoint {path}: unreadable safetensors ({exc})") from exc
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """A checkpoint ``save_checkpoint`` wrote (its record in the metadata), so ``train -o`` may
+    replace it without --force; a legacy one has its format in the metadata."""
+    metadata = _metadata(path)
+    if METADATA_KEY in metadata:
+        return json.loads(metadata[METADATA_KEY]).get("format") == CHECKPOINT_FORMAT
+    return metadata.get("format") == LEGACY_FORMAT
+
+
+register_file_kind("checkpoint", _is_checkpoint)
 
 
 def _check_record(info: dict[str, Any], where: str) -> None:

@@ -66,9 +66,12 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
 
 # What edgekit wrote. Each writer of a folder registers how to recognise its own folders and name
 # the files it wrote in them (an artifact's manifest.json lists them, a ZipMoE store's manifest
-# names its data file). An existing folder is replaced without --force only when one of them
-# claims it and it holds nothing else: a note a user kept in an artifact survives a re-export.
+# names its data file); each writer of a single file, how to recognise the files it wrote (the
+# metadata of a checkpoint, the generator tag of a report page). An existing output is replaced
+# without --force only when one of them claims it, and a folder only when it holds nothing else:
+# a note a user kept in an artifact folder survives a re-export.
 FolderKind = Callable[[Path], Iterable[str] | None]
+FileKind = Callable[[Path], bool]
 
 
 def _load_output_kinds() -> None:
@@ -76,13 +79,24 @@ def _load_output_kinds() -> None:
     import edgekit.methods  # noqa: F401  (method folders: ZipMoE stores and tiny checkpoints)
 
 
+def _load_file_kinds() -> None:
+    import edgekit.checkpoint  # noqa: F401  (train's checkpoints)
+    import edgekit.report.page  # noqa: F401  (report's pages)
+
+
 _OUTPUT_KINDS: Registry[FolderKind] = Registry("output folder kind", load=_load_output_kinds)
+_FILE_KINDS: Registry[FileKind] = Registry("output file kind", load=_load_file_kinds)
 
 
 def register_output_kind(name: str, files: FolderKind) -> FolderKind:
     """``files(folder)``: the paths (relative to ``folder``) of the files edgekit wrote in it,
     or None when the folder is not of this kind (an error is a no)."""
     return _OUTPUT_KINDS.add(name, files)
+
+
+def register_file_kind(name: str, recognise: FileKind) -> FileKind:
+    """``recognise(file)`` says whether ``file`` is one edgekit wrote (an error is a no)."""
+    return _FILE_KINDS.add(name, recognise)
 
 
 def _written_files(folder: Path) -> set[str] | None:
@@ -95,6 +109,16 @@ def _written_files(folder: Path) -> set[str] | None:
         if files is not None:
             return {Path(f).as_posix() for f in files}
     return None
+
+
+def _written_file(path: Path) -> bool:
+    for name in _FILE_KINDS.names():
+        try:
+            if _FILE_KINDS.get(name)(path):
+                return True
+        except Exception:  # noqa: BLE001  a file a recogniser cannot read is not ours
+            continue
+    return False
 
 
 def _foreign(folder: Path, written: set[str]) -> list[str]:
@@ -118,9 +142,9 @@ def _foreign(folder: Path, written: set[str]) -> list[str]:
 def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
                  force: bool = False) -> None:
     """Refuse an output that would destroy data: one that overlaps an input (the same path,
-    inside it or holding it, symlinks resolved; never allowed) or an existing non-empty folder
-    that edgekit did not write or that holds anything besides what edgekit wrote there (allowed
-    with ``force``)."""
+    inside it or holding it, symlinks resolved; never allowed), an existing file edgekit did not
+    write, or an existing non-empty folder that edgekit did not write or that holds anything
+    besides what edgekit wrote there (both allowed with ``force``)."""
     target = Path(path)
     resolved = target.resolve()
     for item in inputs:
@@ -128,7 +152,15 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
         if source == resolved or source in resolved.parents or resolved in source.parents:
             raise UsageError(f"output {target} overlaps the input {item}",
                              hint="choose another -o; replacing it would delete the input")
-    if force or not target.is_dir() or not any(target.iterdir()):
+    if force or not os.path.lexists(target):
+        return
+    if not target.is_dir():
+        if not target.is_file() or not _written_file(target):
+            raise UsageError(f"{target} exists and is not a file edgekit wrote; replacing it "
+                             f"would delete it",
+                             hint="choose another -o, or pass --force to replace it")
+        return
+    if not any(target.iterdir()):
         return
     written = _written_files(target)
     if written is None:

@@ -297,6 +297,9 @@ FORMER_FAILURES: list[tuple[str, list[str]]] = [
     ("moe make-tiny", ["moe", "make-tiny", "{keep}"]),
     # metadata of the right format with fields of the wrong type
     ("export", ["export", "{typed.safetensors}"]),
+    # issue 45: train -o over weights or a file edgekit did not write
+    ("train", ["train", "mlp", "-o", "{random.safetensors}"]),
+    ("train", ["train", "mlp", "-o", "{typed.safetensors}"]),
 ]
 _FORMER_KEYS = {tuple(args) for _, args in FORMER_FAILURES}
 

@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+import torch
 from click.testing import CliRunner
 from oneline import one_line_error
 from safetensors.torch import save
@@ -157,6 +158,31 @@ def test_check_output_overlaps(tmp_path):
     check_output(tmp_path / "empty", inputs=[])
     (tmp_path / "empty").mkdir()
     check_output(tmp_path / "empty")  # an empty folder holds nothing to lose
+
+
+def test_train_replaces_only_a_checkpoint_edgekit_wrote(tmp_path):
+    """Issue 45: ``train -o`` refuses an existing file edgekit did not write (foreign weights, a
+    user's file) before any work; a checkpoint edgekit wrote is replaced; --force replaces any."""
+    from safetensors.torch import save_file
+
+    from edgekit.fileio import check_output
+
+    theirs = tmp_path / "w.safetensors"
+    save_file({"w": torch.ones(3)}, str(theirs), metadata={"format": "pt"})
+    before = theirs.read_bytes()
+    refused(run("train", "mlp:small", "-o", str(theirs)), f"{theirs} exists", "--force")
+    assert theirs.read_bytes() == before
+    text = tmp_path / "notes.safetensors"
+    text.write_text("not weights at all")
+    refused(run_here("train", "mlp:small", "-o", str(text)), "not a file edgekit wrote")
+    assert text.read_text() == "not weights at all"
+    ours = save_checkpoint(create_model("mlp:small"), tmp_path / "ours.safetensors")
+    check_output(ours)  # an edgekit checkpoint may be replaced
+    proc = run_here("train", "mlp:small", "--epochs", "1", "-o", str(theirs), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert read_checkpoint(theirs).model_name == "mlp:small"
+    proc = run_here("train", "mlp:small", "--epochs", "1", "-o", str(theirs))
+    assert proc.returncode == 0, proc.stderr
 
 
 # 2. a checkpoint is one file: no sidecar that overwrites a neighbour
