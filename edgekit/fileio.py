@@ -8,15 +8,18 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import UsageError
+from edgekit.errors import Terminated, UsageError
 from edgekit.extensions import Registry
 
 
@@ -266,6 +269,28 @@ def _replace_folder(staging: Path, target: Path, parent: Path) -> None:
 
 
 @contextlib.contextmanager
+def _sigterm_cleans_up() -> Iterator[None]:
+    """While a staging folder exists, SIGTERM raises ``Terminated`` (exit 143 from the CLI), so
+    the folder is removed as on Ctrl-C; the default action would leave it, gigabytes for a real
+    checkpoint, until the next run on the same OUT. Only where SIGTERM has its default action
+    and only in the main thread (where handlers can be installed); the handler is restored on
+    exit, and a handler someone else installed, or an ignored SIGTERM, is left alone."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True, *,
                      inputs: Iterable[str | os.PathLike[str]] = (),
                      force: bool = False) -> Iterator[Path]:
@@ -285,18 +310,26 @@ def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True, *,
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists", hint="remove it or choose another -o")
     check_output(target, inputs=inputs, force=force)
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.{os.getpid()}-",
-                                    suffix=".partial"))
-    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
-    try:
-        yield staging
-        if os.path.lexists(target):
-            _replace_folder(staging, target, parent)
-        else:
-            os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with _sigterm_cleans_up():
+        # named before it exists (not mkdtemp's returned name), so a signal at any moment finds
+        # the folder to remove; mkdir's mode is the umask's, as for any ordinary folder
+        staging = parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
+        try:
+            while True:
+                try:
+                    staging.mkdir()
+                    break
+                except FileExistsError:
+                    staging = staging.with_name(
+                        f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+            yield staging
+            if os.path.lexists(target):
+                _replace_folder(staging, target, parent)
+            else:
+                os.replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

@@ -291,3 +291,53 @@ def test_sigkill_at_any_time_leaves_the_old_or_the_new_folder(tmp_path):
             assert gens == {(out / "done").read_text()}
         leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".OUT.")]
         assert leftovers == []
+
+
+# 4. SIGTERM cleans up as Ctrl-C does (issue 45)
+
+def _sigterm_once_staging(proc: subprocess.Popen, parent, name: str, timeout_s: float = 120):
+    """SIGTERM to ``proc`` as soon as its staging folder for ``name`` exists."""
+    deadline = time.monotonic() + timeout_s
+    while not list(parent.glob(f".{name}.*.partial")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the staging folder never appeared"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=60)
+
+
+def test_sigterm_during_export_leaves_no_staging_folder(tmp_path):
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen([*EXE, "export", "ds-cnn", "-o", str(tmp_path / "art")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = _sigterm_once_staging(proc, tmp_path, "art")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "edgekit: terminated", err
+    assert list(tmp_path.iterdir()) == [], [(p, list(p.rglob("*"))) for p in tmp_path.iterdir()]
+
+
+def test_sigterm_to_any_writer_keeps_the_old_folder_and_removes_the_new(tmp_path):
+    """Every writer goes through ``atomic_directory``: a SIGTERM while it writes leaves OUT as
+    it was and no ``.OUT.PID-*.partial`` beside it."""
+    out = tmp_path / "OUT"
+    with atomic_directory(out) as staging:
+        (staging / "good").write_text("old")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)], stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _, err = _sigterm_once_staging(proc, tmp_path, "OUT")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode != -signal.SIGTERM, "SIGTERM killed it before it cleaned up"
+    assert [p.name for p in tmp_path.iterdir()] == ["OUT"]
+    if (out / "done").is_file():  # a generation completed before the signal: whole
+        assert {(out / f"f{i}").read_text() for i in range(40)} == {(out / "done").read_text()}
+    else:
+        assert (out / "good").read_text() == "old"
