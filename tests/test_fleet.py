@@ -272,6 +272,7 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
         assert orin.report["device"]["profile"] == ORIN
         assert xavier.report is None and xavier.error.startswith(f"{XAVIER}: no worker")
         assert "xavier left mid-job" in xavier.error
+        assert xavier.worker == killed[XAVIER]  # issue 45: it was null
 
         started = time.monotonic()
         slow = ProfileSettings(backend="onnxruntime", threads=1,
@@ -281,6 +282,26 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
         assert late.report is None and "timed out after 1 s on the device" in late.error
         assert late.error.startswith(f"{ORIN} ({survivor})")
         assert time.monotonic() - started < 60  # killed on the device, not waited out
+
+
+def test_a_failure_is_one_line_naming_its_device_once(capsys):
+    """Issue 45: with stderr a file, a long failure wrapped onto a second line and named the
+    device twice; a TensorRT failure from a device spanned four lines."""
+    from edgekit.cli.fleet import _print_failures
+    from edgekit.fleet.jobs import Job, Outcome
+
+    lost = Outcome(Job("mlp", ORIN), None, f"{ORIN}: no worker is connected for 30 s; orin-a "
+                                          "left mid-job " + "and more words " * 8, "orin-a")
+    trt = Outcome(Job("mlp", XAVIER), None, f"{XAVIER} (xavier): TensorRT: build failed:\n"
+                                            "[E] [TRT] 1: parse error\n  at node 3\n\n", "xavier")
+    failures = [lost.to_failure(), trt.to_failure()]
+    assert "\n" not in failures[1]["error"] and failures[0]["worker"] == "orin-a"
+    _print_failures(failures)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"failed: mlp on {ORIN}: no worker") and lines[0].count(ORIN) == 1
+    assert lines[1] == (f"failed: mlp on {XAVIER} (xavier): TensorRT: build failed: [E] [TRT] 1: "
+                        "parse error at node 3")
 
 
 def test_addresses_and_tls_options(tmp_path):
