@@ -344,8 +344,18 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON object from ``path``; anything else is a one-line UsageError naming the file."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        text = Path(path).read_text()
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise UsageError(f"{path}: a folder, not a JSON file") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # bytes that are not UTF-8
+        raise UsageError(f"{path}: not valid JSON ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from exc
     except RecursionError as exc:  # arrays or objects nested thousands deep
         raise UsageError(f"{path}: not valid JSON (nested too deeply)") from exc

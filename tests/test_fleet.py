@@ -304,6 +304,36 @@ def test_a_failure_is_one_line_naming_its_device_once(capsys):
                         "parse error at node 3")
 
 
+def _saved_compare(path, **row):
+    """A one-device compare report as ``edgekit compare --json`` writes it, ``row`` changed."""
+    doc = {"kind": "compare", "metric": "accuracy", "higher_is_better": True,
+           "backend": "onnxruntime", "device": {"profile": "cpu", "display_name": "CPU"},
+           "rows": [{"name": "mlp:small", "family": "mlp", "metric": "accuracy",
+                     "dataset": "digits", "params": 100, "flops_per_sample": 200.0,
+                     "latency_p50_ms": 0.1, "latency_p99_ms": 0.2, "throughput_per_s": 1e4,
+                     "energy_per_inference_j": 1e-4, "energy_source": "estimated: tdp",
+                     "peak_rss_mib": 300.0, "accuracy": 0.9, **row}]}
+    path.write_text(json.dumps(doc))  # NaN as Python's json writes it, which JSON is not
+    return path
+
+
+def test_compare_from_refuses_nan_and_names_a_missing_file(tmp_path):
+    """Issue 45: a saved report with accuracy NaN merged with exit 0, printed nan% and wrote a
+    bare NaN into the JSON; a missing file was 'not valid JSON ([Errno 2] ...)'."""
+    good = _saved_compare(tmp_path / "good.json")
+    code, out = _cli("compare", "--from", str(good), "--json", str(tmp_path / "merged.json"))
+    assert code == 0, out
+    for field in ("accuracy", "latency_p50_ms", "energy_per_inference_j"):
+        bad = _saved_compare(tmp_path / f"{field}.json", **{field: float("nan")})
+        one_line_error(*_cli("compare", "--from", str(bad)), 2, str(bad),
+                       f"field 'rows[0].{field}'", "finite")
+    inf = _saved_compare(tmp_path / "inf.json", latency_p99_ms=float("inf"))
+    one_line_error(*_cli("compare", "--from", str(inf)), 2, "rows[0].latency_p99_ms")
+    missing = tmp_path / "nope.json"
+    line = one_line_error(*_cli("compare", "--from", str(missing)), 2, f"{missing}: no such file")
+    assert "JSON" not in line and "Errno" not in line
+
+
 def test_addresses_and_tls_options(tmp_path):
     from edgekit.errors import UsageError
     from edgekit.fleet.engine import address, security
