@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import torch
 from torch import nn
 
 from edgekit.errors import UsageError
-from edgekit.fileio import atomic_write_bytes, read_json_object
+from edgekit.fileio import atomic_write_bytes, read_json_object, register_file_kind
 from edgekit.registry import VARIANT_SEPARATOR, ModelEntry, split_name
 from edgekit.shapes import apply_shapes, check_shapes, layer_shapes
 
@@ -103,6 +104,18 @@ def _metadata(path: Path) -> dict[str, str]:
         raise UsageError(f"checkpoint {path}: unreadable safetensors ({exc})") from exc
 
 
+def _is_checkpoint(path: Path) -> bool:
+    """A checkpoint ``save_checkpoint`` wrote (its record in the metadata), so ``train -o`` may
+    replace it without --force; a legacy one has its format in the metadata."""
+    metadata = _metadata(path)
+    if METADATA_KEY in metadata:
+        return json.loads(metadata[METADATA_KEY]).get("format") == CHECKPOINT_FORMAT
+    return metadata.get("format") == LEGACY_FORMAT
+
+
+register_file_kind("checkpoint", _is_checkpoint)
+
+
 def _check_record(info: dict[str, Any], where: str) -> None:
     for field, kind in _FIELDS.items():
         if field not in info:
@@ -170,7 +183,12 @@ def load_checkpoint(path: str | Path,
     if not legacy and weights_digest(state) != ckpt.info["weights_sha256"]:
         raise UsageError(f"checkpoint {ckpt.path} does not match the checksum in its metadata",
                          hint="the file is corrupt or was replaced; retrain or restore it")
-    model = ckpt.entry.build(ckpt.variant, **_config_overrides(ckpt))
+    overrides = _config_overrides(ckpt)
+    try:
+        model = ckpt.entry.build(ckpt.variant, **overrides)
+    except (RuntimeError, TypeError, ValueError) as exc:  # the builder's own refusal
+        raise UsageError(f"checkpoint {ckpt.path}: its config does not build "
+                         f"'{ckpt.model_name}' ({' '.join(str(exc).split())[:200]})") from exc
     if "shapes" in ckpt.info:
         try:
             apply_shapes(model, ckpt.info["shapes"])
@@ -215,9 +233,42 @@ def _non_finite(model: nn.Module) -> str:
 
 def _config_overrides(ckpt: Checkpoint) -> dict[str, Any]:
     """Recorded config keys that differ from the variant's defaults (JSON turns tuples into
-    lists)."""
+    lists), each checked against its default, so a forged record is one line, not a builder's
+    crash."""
     base = ckpt.entry.config_for(ckpt.variant)
-    return {k: v for k, v in ckpt.config.items() if k in base and _norm(base[k]) != _norm(v)}
+    out = {k: v for k, v in ckpt.config.items() if k in base and _norm(base[k]) != _norm(v)}
+    for key, value in out.items():
+        if not _like(base[key], value):
+            raise UsageError(f"checkpoint {ckpt.path} (metadata '{METADATA_KEY}'): field "
+                             f"'config.{key}' is {json.dumps(value)[:80]}, not like the "
+                             f"default {json.dumps(_norm(base[key]))[:80]}",
+                             hint="checkpoints are written by 'edgekit train'")
+    return out
+
+
+def _like(default: Any, value: Any) -> bool:
+    """``value`` has ``default``'s JSON type (element by element in a list); an integer that is
+    positive by default (a width, a count) stays positive."""
+    if default is None or isinstance(default, dict):
+        return True
+    if isinstance(default, bool):
+        return isinstance(value, bool)
+    if isinstance(default, int):
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and (default <= 0 or value > 0))
+    if isinstance(default, float):
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and math.isfinite(value))
+    if isinstance(default, str):
+        return isinstance(value, str)
+    if not isinstance(value, list):
+        return False
+    if not default:
+        return True
+    if len({type(d) for d in default}) == 1:  # widths, names: any number of them
+        return all(_like(default[0], v) for v in value)
+    return len(value) == len(default) and all(
+        _like(d, v) for d, v in zip(default, value, strict=True))
 
 
 def _norm(value: Any) -> Any:

@@ -8,15 +8,18 @@ import hashlib
 import json
 import os
 import re
+import secrets
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import UsageError
+from edgekit.errors import Terminated, UsageError
 from edgekit.extensions import Registry
 
 
@@ -64,10 +67,14 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
-# What an edgekit output folder is: each writer registers how to recognise its own folders (an
-# artifact's manifest.json, a ZipMoE store's manifest, a make-tiny checkpoint's marker), so a
-# folder is replaced without --force only when one of them recognises it.
-OutputKind = Callable[[Path], bool]
+# What edgekit wrote. Each writer of a folder registers how to recognise its own folders and name
+# the files it wrote in them (an artifact's manifest.json lists them, a ZipMoE store's manifest
+# names its data file); each writer of a single file, how to recognise the files it wrote (the
+# metadata of a checkpoint, the generator tag of a report page). An existing output is replaced
+# without --force only when one of them claims it, and a folder only when it holds nothing else:
+# a note a user kept in an artifact folder survives a re-export.
+FolderKind = Callable[[Path], Iterable[str] | None]
+FileKind = Callable[[Path], bool]
 
 
 def _load_output_kinds() -> None:
@@ -75,30 +82,72 @@ def _load_output_kinds() -> None:
     import edgekit.methods  # noqa: F401  (method folders: ZipMoE stores and tiny checkpoints)
 
 
-_OUTPUT_KINDS: Registry[OutputKind] = Registry("output folder kind", load=_load_output_kinds)
+def _load_file_kinds() -> None:
+    import edgekit.checkpoint  # noqa: F401  (train's checkpoints)
+    import edgekit.report.page  # noqa: F401  (report's pages)
 
 
-def register_output_kind(name: str, recognise: OutputKind) -> OutputKind:
-    """``recognise(folder)`` says whether ``folder`` is one edgekit wrote (an error is a no)."""
-    return _OUTPUT_KINDS.add(name, recognise)
+_OUTPUT_KINDS: Registry[FolderKind] = Registry("output folder kind", load=_load_output_kinds)
+_FILE_KINDS: Registry[FileKind] = Registry("output file kind", load=_load_file_kinds)
 
 
-def output_kind(folder: str | os.PathLike[str]) -> str | None:
-    """The name of the registered kind that recognises ``folder``, or None."""
+def register_output_kind(name: str, files: FolderKind) -> FolderKind:
+    """``files(folder)``: the paths (relative to ``folder``) of the files edgekit wrote in it,
+    or None when the folder is not of this kind (an error is a no)."""
+    return _OUTPUT_KINDS.add(name, files)
+
+
+def register_file_kind(name: str, recognise: FileKind) -> FileKind:
+    """``recognise(file)`` says whether ``file`` is one edgekit wrote (an error is a no)."""
+    return _FILE_KINDS.add(name, recognise)
+
+
+def _written_files(folder: Path) -> set[str] | None:
+    """The files edgekit wrote in ``folder``, as the first kind that recognises it names them."""
     for name in _OUTPUT_KINDS.names():
         try:
-            if _OUTPUT_KINDS.get(name)(Path(folder)):
-                return name
+            files = _OUTPUT_KINDS.get(name)(folder)
         except Exception:  # noqa: BLE001  a file a recogniser cannot read is not ours
             continue
+        if files is not None:
+            return {Path(f).as_posix() for f in files}
     return None
+
+
+def _written_file(path: Path) -> bool:
+    for name in _FILE_KINDS.names():
+        try:
+            if _FILE_KINDS.get(name)(path):
+                return True
+        except Exception:  # noqa: BLE001  a file a recogniser cannot read is not ours
+            continue
+    return False
+
+
+def _foreign(folder: Path, written: set[str]) -> list[str]:
+    """What ``folder`` holds besides ``written`` (and the folders holding it): every other file,
+    link or empty folder, as relative paths, sorted. Links are not followed."""
+    keep = written | {p.as_posix() for f in written for p in Path(f).parents} - {"."}
+    found = []
+    for root, dirs, files in os.walk(folder):
+        here = Path(root).relative_to(folder)
+        for name in files + [d for d in dirs if (Path(root) / d).is_symlink()]:
+            if (here / name).as_posix() not in written:
+                found.append((here / name).as_posix())
+        for name in [d for d in dirs if not (Path(root) / d).is_symlink()]:
+            if (here / name).as_posix() not in keep:
+                found.append((here / name).as_posix() + "/")
+        dirs[:] = [d for d in dirs if (here / d).as_posix() in keep
+                   and not (Path(root) / d).is_symlink()]
+    return sorted(found)
 
 
 def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
                  force: bool = False) -> None:
     """Refuse an output that would destroy data: one that overlaps an input (the same path,
-    inside it or holding it, symlinks resolved; never allowed) or an existing non-empty folder
-    that edgekit did not write (allowed with ``force``)."""
+    inside it or holding it, symlinks resolved; never allowed), an existing file edgekit did not
+    write, or an existing non-empty folder that edgekit did not write or that holds anything
+    besides what edgekit wrote there (both allowed with ``force``)."""
     target = Path(path)
     resolved = target.resolve()
     for item in inputs:
@@ -106,12 +155,27 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
         if source == resolved or source in resolved.parents or resolved in source.parents:
             raise UsageError(f"output {target} overlaps the input {item}",
                              hint="choose another -o; replacing it would delete the input")
-    if force or not target.is_dir() or not any(target.iterdir()):
+    if force or not os.path.lexists(target):
         return
-    if output_kind(target) is None:
+    if not target.is_dir():
+        if not target.is_file() or not _written_file(target):
+            raise UsageError(f"{target} exists and is not a file edgekit wrote; replacing it "
+                             f"would delete it",
+                             hint="choose another -o, or pass --force to replace it")
+        return
+    if not any(target.iterdir()):
+        return
+    written = _written_files(target)
+    if written is None:
         raise UsageError(f"{target} is a folder that edgekit did not write (no edgekit manifest "
                          f"in it); replacing it would delete its contents",
                          hint="choose another -o, or pass --force to replace it")
+    foreign = _foreign(target, written)
+    if foreign:
+        more = f" and {len(foreign) - 1} more" if len(foreign) > 1 else ""
+        raise UsageError(f"{target} holds {foreign[0]}{more}, which edgekit did not write; "
+                         f"replacing the folder would delete it",
+                         hint="move it out, choose another -o, or pass --force to replace it")
 
 
 # Staging folders beside OUT: ``.OUT.PID-XXXXXXXX.partial`` (being written) and
@@ -205,6 +269,28 @@ def _replace_folder(staging: Path, target: Path, parent: Path) -> None:
 
 
 @contextlib.contextmanager
+def _sigterm_cleans_up() -> Iterator[None]:
+    """While a staging folder exists, SIGTERM raises ``Terminated`` (exit 143 from the CLI), so
+    the folder is removed as on Ctrl-C; the default action would leave it, gigabytes for a real
+    checkpoint, until the next run on the same OUT. Only where SIGTERM has its default action
+    and only in the main thread (where handlers can be installed); the handler is restored on
+    exit, and a handler someone else installed, or an ignored SIGTERM, is left alone."""
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL):
+        yield
+        return
+
+    def terminate(signum: int, frame: Any) -> None:
+        raise Terminated()
+
+    signal.signal(signal.SIGTERM, terminate)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+@contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True, *,
                      inputs: Iterable[str | os.PathLike[str]] = (),
                      force: bool = False) -> Iterator[Path]:
@@ -224,18 +310,26 @@ def atomic_directory(path: str | os.PathLike[str], overwrite: bool = True, *,
     if target.exists() and not overwrite:
         raise UsageError(f"{target} already exists", hint="remove it or choose another -o")
     check_output(target, inputs=inputs, force=force)
-    staging = Path(tempfile.mkdtemp(dir=parent, prefix=f".{target.name}.{os.getpid()}-",
-                                    suffix=".partial"))
-    os.chmod(staging, 0o777 & ~_umask())  # mkdtemp makes 0700; the result is an ordinary folder
-    try:
-        yield staging
-        if os.path.lexists(target):
-            _replace_folder(staging, target, parent)
-        else:
-            os.replace(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    with _sigterm_cleans_up():
+        # named before it exists (not mkdtemp's returned name), so a signal at any moment finds
+        # the folder to remove; mkdir's mode is the umask's, as for any ordinary folder
+        staging = parent / f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial"
+        try:
+            while True:
+                try:
+                    staging.mkdir()
+                    break
+                except FileExistsError:
+                    staging = staging.with_name(
+                        f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+            yield staging
+            if os.path.lexists(target):
+                _replace_folder(staging, target, parent)
+            else:
+                os.replace(staging, target)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -250,8 +344,18 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 def read_json_object(path: str | os.PathLike[str]) -> dict[str, Any]:
     """A JSON object from ``path``; anything else is a one-line UsageError naming the file."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
+        text = Path(path).read_text()
+    except FileNotFoundError as exc:
+        raise UsageError(f"{path}: no such file") from exc
+    except IsADirectoryError as exc:
+        raise UsageError(f"{path}: a folder, not a JSON file") from exc
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read ({exc.strerror or exc})") from exc
+    except ValueError as exc:  # bytes that are not UTF-8
+        raise UsageError(f"{path}: not valid JSON ({exc})") from exc
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
         raise UsageError(f"{path}: not valid JSON ({exc})") from exc
     except RecursionError as exc:  # arrays or objects nested thousands deep
         raise UsageError(f"{path}: not valid JSON (nested too deeply)") from exc

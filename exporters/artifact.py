@@ -1,18 +1,28 @@
 """The artifact: one export on disk, a folder with the model file and ``manifest.json``.
 
 The manifest records the source model and config, inputs and outputs, SHA-256 of every file,
-the validation result, the target device and library versions. ``load_artifact`` refuses a
-folder whose files do not match their hashes, so a corrupt model is never run silently.
+the validation result, the target device and library versions, and its own SHA-256.
+``load_artifact`` refuses a folder whose files do not match their hashes, a manifest edited
+after export, and one whose inputs, outputs or batch are not those of its ONNX graph (the README
+of a Jetson bundle, the profile's input shapes and the validation all read them), so a corrupt or
+mislabelled model is never run silently.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.exporters.validate import ValidationReport
-from edgekit.fileio import read_json_object, register_output_kind, sha256_file
+from edgekit.fileio import (
+    atomic_write_json,
+    read_json_object,
+    register_output_kind,
+    sha256_file,
+)
 from edgekit.schema import (
     ANY_OBJECT,
     BOOL,
@@ -28,7 +38,8 @@ from edgekit.schema import (
 )
 
 MANIFEST = "manifest.json"
-MANIFEST_SCHEMA = 1
+ONNX_FILE = "model.onnx"  # the ONNX graph an artifact (and a bundle, an engine's source) holds
+MANIFEST_SCHEMA = 2  # 2: the manifest carries its own digest (``manifest_sha256``)
 
 _TENSOR = Object({"name": STR, "shape": ListOf(INT_OR_STR), "dtype": STR})
 _VALIDATION = Object({"passed": Optional(BOOL), "outputs": Optional(ListOf(Object({
@@ -39,6 +50,7 @@ _RANGE = Object({"name": STR, "min": ListOf(INT), "opt": ListOf(INT), "max": Lis
 # (provenance, simplifier, nodes, ...) are records for people and are not read back.
 MANIFEST_FIELDS = Object({
     "schema_version": INT,
+    "manifest_sha256": Optional(STR),  # required from schema 2 on
     "format": STR,
     "model_file": STR,
     "files": MapOf(Object({"sha256": STR, "bytes": INT})),
@@ -73,6 +85,19 @@ def task_record(task: Any) -> dict[str, Any]:
 
 def file_record(path: Path) -> dict[str, Any]:
     return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """SHA-256 of the manifest without its ``manifest_sha256`` field (canonical JSON)."""
+    rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
+    """``folder/manifest.json`` with its digest (every artifact writer ends with this)."""
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    atomic_write_json(folder / MANIFEST, manifest)
 
 
 @dataclass(frozen=True)
@@ -113,14 +138,16 @@ def is_artifact(path: str | Path) -> bool:
     return (Path(path) / MANIFEST).is_file()
 
 
-def _is_our_artifact(folder: Path) -> bool:
-    """An artifact or Jetson bundle edgekit wrote: its manifest has our schema and format keys."""
+def _artifact_files(folder: Path) -> list[str] | None:
+    """An artifact or Jetson bundle edgekit wrote (its manifest has our schema and format keys):
+    the manifest and the files it lists."""
     manifest = read_json_object(folder / MANIFEST)
-    return (isinstance(manifest.get("schema_version"), int)
+    ours = (isinstance(manifest.get("schema_version"), int)
             and isinstance(manifest.get("format"), str) and isinstance(manifest.get("files"), dict))
+    return [MANIFEST, *manifest["files"]] if ours else None
 
 
-register_output_kind("artifact", _is_our_artifact)
+register_output_kind("artifact", _artifact_files)
 
 
 def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
@@ -137,6 +164,17 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
     if manifest["schema_version"] > MANIFEST_SCHEMA:
         raise UsageError(f"{manifest_path}: schema {manifest['schema_version']} is newer than this "
                          f"edgekit understands ({MANIFEST_SCHEMA})", hint="upgrade edgekit")
+    digest = manifest.get("manifest_sha256")
+    if digest is None and manifest["schema_version"] >= 2:
+        raise UsageError(f"{manifest_path}: field 'manifest_sha256' is missing",
+                         hint="export it again")
+    if digest is not None and digest != manifest_digest(manifest):
+        raise UsageError(f"{manifest_path}: field 'manifest_sha256' does not match the "
+                         f"manifest's content (edited after export?)", hint="export it again")
+    batch = manifest.get("batch")
+    if batch is not None and batch != "dynamic" and (not isinstance(batch, int) or batch < 1):
+        raise UsageError(f"{manifest_path}: field 'batch' is {batch!r}, not a positive integer "
+                         f"or 'dynamic'", hint="export it again")
     artifact = Artifact(folder, manifest)
     if verify:
         for name, record in manifest["files"].items():
@@ -146,4 +184,29 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
             if file_record(path)["sha256"] != record["sha256"]:
                 raise UsageError(f"artifact {folder}: {name} is corrupt (SHA-256 does not match "
                                  f"the manifest)", hint="export it again")
+        if ONNX_FILE in manifest["files"]:
+            _check_against_onnx(manifest_path, manifest, folder / ONNX_FILE)
     return artifact
+
+
+def _check_against_onnx(manifest_path: Path, manifest: dict[str, Any], onnx_path: Path) -> None:
+    """The manifest's inputs, outputs and batch are those of its ONNX graph."""
+    from edgekit.exporters.onnx import _io_records
+
+    try:
+        inputs, outputs = _io_records(onnx_path)
+    except Exception as exc:  # noqa: BLE001  onnx raises its own (protobuf) error types
+        raise UsageError(f"{onnx_path}: not a readable ONNX model ({exc})",
+                         hint="export it again") from exc
+    for field, graph in (("inputs", inputs), ("outputs", outputs)):
+        if manifest[field] != graph:
+            said = ", ".join(f"{t['name']} {t['shape']}" for t in manifest[field]) or "none"
+            has = ", ".join(f"{t['name']} {t['shape']}" for t in graph) or "none"
+            raise UsageError(f"{manifest_path}: field '{field}' says {said}, but "
+                             f"{onnx_path.name} has {has}", hint="export it again")
+    batch = manifest.get("batch")
+    first = inputs[0]["shape"][0] if inputs and inputs[0]["shape"] else None
+    if batch is not None and (batch == "dynamic") != isinstance(first, str) or \
+            isinstance(batch, int) and batch != first:
+        raise UsageError(f"{manifest_path}: field 'batch' is {batch!r}, but {onnx_path.name}'s "
+                         f"first input has batch dimension {first!r}", hint="export it again")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import MANIFEST, Artifact, file_record
+from edgekit.exporters.artifact import MANIFEST, Artifact, file_record, write_manifest
 from edgekit.exporters.calibration import (
     CALIBRATION_CACHE_FILE,
     CALIBRATION_FILE,
@@ -39,7 +39,7 @@ from edgekit.exporters.tensorrt import (
     trtexec_build_args,
     trtexec_run_args,
 )
-from edgekit.fileio import atomic_directory, atomic_write_json, atomic_write_text
+from edgekit.fileio import atomic_directory, atomic_write_text
 
 README = "README.md"
 ENGINE_DIR = "engine"
@@ -306,6 +306,6 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
                 "from": str(artifact.folder),
             },
         }
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return BundleResult(Path(out_dir), manifest, readme,
                         {k: [render_command(c) for c in v] for k, v in commands.items()})

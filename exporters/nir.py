@@ -28,15 +28,15 @@ from torch.overrides import TorchFunctionMode
 
 from edgekit.errors import UsageError
 from edgekit.exporters.artifact import (
-    MANIFEST,
     MANIFEST_SCHEMA,
     ExportResult,
     file_record,
     task_record,
+    write_manifest,
 )
 from edgekit.exporters.reference import make_spiking_net_fire
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
-from edgekit.fileio import atomic_directory, atomic_write_json
+from edgekit.fileio import atomic_directory
 from edgekit.optional import SPIKING, require
 from edgekit.provenance import provenance
 from edgekit.spiking.layers import MultiStepNet, functional, layer, mean_firing_rate, neuron
@@ -320,5 +320,5 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
         }
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)

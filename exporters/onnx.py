@@ -17,11 +17,11 @@ import torch
 
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.artifact import (
-    MANIFEST,
     MANIFEST_SCHEMA,
     ExportResult,
     file_record,
     task_record,
+    write_manifest,
 )
 from edgekit.exporters.graph_form import STREAM_VALIDATION_FRAMES, GraphForm, graph_form
 from edgekit.exporters.lowering import lower_custom_ops
@@ -36,7 +36,7 @@ from edgekit.exporters.reference import (
     validation_seeds,
 )
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
-from edgekit.fileio import atomic_directory, atomic_write_json
+from edgekit.fileio import atomic_directory
 from edgekit.flops import model_cost
 from edgekit.provenance import provenance
 from edgekit.quiet import quiet
@@ -242,5 +242,5 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
         }
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CheckFailed, UnknownNameError, UsageError
-from edgekit.exporters.artifact import MANIFEST, Artifact, ExportResult, file_record
+from edgekit.exporters.artifact import Artifact, ExportResult, file_record, write_manifest
 from edgekit.exporters.calibration import (
     CALIBRATORS,
     DEFAULT_SAMPLES,
@@ -42,7 +42,7 @@ from edgekit.exporters.validate import (
     check_tolerances,
     compare_output,
 )
-from edgekit.fileio import atomic_directory, atomic_write_json
+from edgekit.fileio import atomic_directory
 from edgekit.optional import ONNXRUNTIME, require
 from edgekit.precisions import ONNX, get_precision
 from edgekit.provenance import provenance
@@ -362,5 +362,5 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
             "provenance": provenance(),
         }
         manifest["model_file"] = MODEL_FILE
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)

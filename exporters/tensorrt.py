@@ -32,7 +32,12 @@ from edgekit.backends.tensorrt_backend import (
     tensorrt_version_tuple,
 )
 from edgekit.errors import CheckFailed, UnknownNameError, UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, Artifact, file_record
+from edgekit.exporters.artifact import (
+    MANIFEST_SCHEMA,
+    Artifact,
+    file_record,
+    write_manifest,
+)
 from edgekit.exporters.calibration import (
     CALIBRATION_CACHE_FILE,
     CALIBRATORS,
@@ -45,7 +50,7 @@ from edgekit.exporters.calibration import (
 )
 from edgekit.exporters.reference import REFERENCE_FILE, default_tolerance, load_reference
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
-from edgekit.fileio import atomic_directory, atomic_write_bytes, atomic_write_json
+from edgekit.fileio import atomic_directory, atomic_write_bytes
 from edgekit.paths import edgekit_home
 from edgekit.precisions import TENSORRT, get_precision
 from edgekit.provenance import provenance
@@ -643,5 +648,5 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
         }
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return EngineExportResult(Path(out_dir), manifest, report, time.perf_counter() - started, note)

@@ -318,6 +318,8 @@ def _validate_calibration(path: Path, document: Any) -> dict[str, dict[str, Any]
                 or not isinstance(entry.get("machine", {}), dict) \
                 or not isinstance(entry.get("peak_flops"), dict):
             raise _calibration_error(path, prefix, "must hold 'date', 'machine' and 'peak_flops'")
+        if not entry["peak_flops"]:  # a calibration measures at least one peak
+            raise _calibration_error(path, f"{prefix}.peak_flops", "holds no precision")
         numbers = {f"peak_flops.{p}": v for p, v in entry["peak_flops"].items()}
         if entry.get("memory_bandwidth_bytes_s") is not None:
             numbers["memory_bandwidth_bytes_s"] = entry["memory_bandwidth_bytes_s"]

@@ -102,26 +102,39 @@ def test_a_stopped_rank_is_named_first_as_the_stuck_one(tmp_path):
 
 
 _HELD_SIGNAL = """
-import os, signal
+import os, signal, subprocess, sys
 from edgekit.errors import Terminated
 from edgekit.methods.astra.runtime import launch
+signal.signal(signal.SIGINT, signal.SIG_IGN if sys.argv[1] == "ignored" else
+              signal.default_int_handler)
+before = signal.getsignal(signal.SIGINT)
 procs = []
 try:
     with launch._sigterm_interrupts():
         with launch._signals_held():
+            rank = subprocess.run([sys.executable, "-c", "import signal; "
+                                   "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
             os.kill(os.getpid(), signal.SIGTERM)
             procs.append("rank 1")
         procs.append("rank 2")  # not reached: the held signal is raised first
 except Terminated:
-    print(procs, signal.getsignal(signal.SIGINT) is signal.default_int_handler)
+    print(procs, rank, signal.getsignal(signal.SIGINT) is before)
 """
 
 
-def test_a_signal_while_a_rank_starts_waits_until_the_rank_is_recorded():
+@pytest.mark.parametrize("sigint", ["default", "ignored"])
+def test_a_signal_while_a_rank_starts_waits_until_the_rank_is_recorded(sigint):
     """SIGTERM raised inside ``Popen`` would skip recording the rank it was starting, which the
     launcher then never stops; held back, it is raised once the rank is in the list. Run in a
-    process of its own, whose main thread can install the handlers as the CLI's does."""
-    proc = subprocess.run([sys.executable, "-c", _HELD_SIGNAL], capture_output=True, text=True,
-                          timeout=60)
+    process of its own, whose main thread can install the handlers as the CLI's does, once with
+    Ctrl-C's usual handler and once with SIGINT ignored, as a launcher started in the background
+    (``make test &``, nohup, CI runners) inherits it: either way a rank started meanwhile keeps
+    that disposition (a background run's ranks ignore a Ctrl-C meant for the foreground) and the
+    launcher's own handler is restored to what it was."""
+    proc = subprocess.run([sys.executable, "-c", _HELD_SIGNAL, sigint], capture_output=True,
+                          text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == "['rank 1'] True"  # raised after rank 1; Ctrl-C restored
+    ignored = sigint == "ignored"
+    # raised after rank 1; the rank inherited the launcher's SIGINT; the handler is restored
+    assert proc.stdout.strip() == f"['rank 1'] {ignored} True"

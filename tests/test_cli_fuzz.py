@@ -81,12 +81,34 @@ def _sandbox(root: Path) -> dict[str, str]:
          "codec": "zstd", "data_file": 3}))
     (root / "typedstore" / "config.json").write_text(json.dumps({"num_experts": "many"}))
     files["typedstore"] = str(root / "typedstore")
+    # real checkpoints (checksums right) whose record gives a width of a wrong sign or type
+    for name, hidden in (("negwidth", [-4]), ("strwidth", ["x"])):
+        files[f"{name}.safetensors"] = str(_checkpoint_with(root / f"{name}.safetensors",
+                                                            hidden=hidden))
     files["missing"] = str(root / "does-not-exist.npz")
     files["missing_dir"] = str(root / "no-such-folder")
     files["unwritable"] = UNWRITABLE
     files["unwritable_json"] = UNWRITABLE + ".json"
     files["notdir_json"] = str(root / "text.txt" / "out.json")  # a file where a folder belongs
     return files
+
+
+def _checkpoint_with(path: Path, **config: object) -> Path:
+    """An ``mlp:small`` checkpoint whose record's config says ``config``."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    from edgekit import create_model
+    from edgekit.checkpoint import METADATA_KEY, save_checkpoint
+
+    save_checkpoint(create_model("mlp:small"), path)
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+    record = json.loads(metadata[METADATA_KEY])
+    record["config"].update(config)
+    save_file(load_file(str(path)), str(path),
+              metadata={**metadata, METADATA_KEY: json.dumps(record)})
+    return path
 
 
 def _snapshot(root: Path) -> dict[str, tuple]:
@@ -297,6 +319,14 @@ FORMER_FAILURES: list[tuple[str, list[str]]] = [
     ("moe make-tiny", ["moe", "make-tiny", "{keep}"]),
     # metadata of the right format with fields of the wrong type
     ("export", ["export", "{typed.safetensors}"]),
+    # issue 45: train -o over weights or a file edgekit did not write
+    ("train", ["train", "mlp", "-o", "{random.safetensors}"]),
+    ("train", ["train", "mlp", "-o", "{typed.safetensors}"]),
+    # issue 45: a record with a negative or a string width (internal errors before)
+    ("export", ["export", "{negwidth.safetensors}"]),
+    ("export", ["export", "{strwidth.safetensors}"]),
+    ("profile", ["profile", "{negwidth.safetensors}", "--duration", "0.1"]),
+    ("profile", ["profile", "{strwidth.safetensors}", "--duration", "0.1"]),
 ]
 _FORMER_KEYS = {tuple(args) for _, args in FORMER_FAILURES}
 

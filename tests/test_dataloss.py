@@ -11,6 +11,7 @@ import sys
 import time
 
 import pytest
+import torch
 from click.testing import CliRunner
 from oneline import one_line_error
 from safetensors.torch import save
@@ -61,6 +62,46 @@ def test_export_refuses_a_folder_edgekit_did_not_write(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert not (out / "thesis.tex").exists() and (out / "manifest.json").is_file()
     assert run_here("export", "mlp:small", "-o", str(out)).returncode == 0
+
+
+def test_reexport_keeps_a_file_the_user_put_in_the_artifact(tmp_path):
+    """Issue 45: only what edgekit wrote is replaced; a note beside it is refused (--force)."""
+    art = tmp_path / "art"
+    assert run_here("export", "mlp:small", "-o", str(art)).returncode == 0
+    (art / "NOTES.md").write_text("x")
+    refused(run("export", "mlp:small", "-o", str(art)), f"{art} holds NOTES.md", "--force")
+    assert (art / "NOTES.md").read_text() == "x"
+    (art / "NOTES.md").unlink()
+    (art / "runs").mkdir()  # a folder of the user's, even an empty one
+    refused(run_here("export", "mlp:small", "-o", str(art)), "holds runs/,", "--force")
+    (art / "runs").rmdir()
+    assert run_here("export", "mlp:small", "-o", str(art)).returncode == 0
+    (art / "NOTES.md").write_text("x")
+    assert run_here("export", "mlp:small", "-o", str(art), "--force").returncode == 0
+    assert sorted(p.name for p in art.iterdir()) == ["manifest.json", "model.onnx",
+                                                     "reference.npz"]
+
+
+def test_every_folder_writer_keeps_a_file_the_user_put_in_its_folder(tmp_path):
+    """The rule lives in the shared check: a ZipMoE store, a tiny checkpoint and a precision
+    artifact with a file of the user's in them are refused as an export artifact is."""
+    from edgekit.fileio import check_output
+
+    tiny, store = tmp_path / "tiny", tmp_path / "store"
+    assert run_here("moe", "make-tiny", str(tiny)).returncode == 0
+    assert run_here("moe", "compress", str(tiny), "-o", str(store), "--no-trace").returncode == 0
+    check_output(store)
+    check_output(tiny)
+    for folder, args in ((store, ("moe", "compress", str(tiny), "-o", str(store), "--no-trace")),
+                         (tiny, ("moe", "make-tiny", str(tiny)))):
+        (folder / "keep.txt").write_text("mine")
+        refused(run_here(*args), f"{folder} holds keep.txt", "--force")
+        assert (folder / "keep.txt").read_text() == "mine"
+        (folder / "keep.txt").unlink()
+        (folder / "link").symlink_to(tmp_path)
+        with pytest.raises(UsageError, match="holds link, which edgekit did not write"):
+            check_output(folder)
+        (folder / "link").unlink()
 
 
 def test_export_output_never_holds_its_input(tmp_path):
@@ -117,6 +158,31 @@ def test_check_output_overlaps(tmp_path):
     check_output(tmp_path / "empty", inputs=[])
     (tmp_path / "empty").mkdir()
     check_output(tmp_path / "empty")  # an empty folder holds nothing to lose
+
+
+def test_train_replaces_only_a_checkpoint_edgekit_wrote(tmp_path):
+    """Issue 45: ``train -o`` refuses an existing file edgekit did not write (foreign weights, a
+    user's file) before any work; a checkpoint edgekit wrote is replaced; --force replaces any."""
+    from safetensors.torch import save_file
+
+    from edgekit.fileio import check_output
+
+    theirs = tmp_path / "w.safetensors"
+    save_file({"w": torch.ones(3)}, str(theirs), metadata={"format": "pt"})
+    before = theirs.read_bytes()
+    refused(run("train", "mlp:small", "-o", str(theirs)), f"{theirs} exists", "--force")
+    assert theirs.read_bytes() == before
+    text = tmp_path / "notes.safetensors"
+    text.write_text("not weights at all")
+    refused(run_here("train", "mlp:small", "-o", str(text)), "not a file edgekit wrote")
+    assert text.read_text() == "not weights at all"
+    ours = save_checkpoint(create_model("mlp:small"), tmp_path / "ours.safetensors")
+    check_output(ours)  # an edgekit checkpoint may be replaced
+    proc = run_here("train", "mlp:small", "--epochs", "1", "-o", str(theirs), "--force")
+    assert proc.returncode == 0, proc.stderr
+    assert read_checkpoint(theirs).model_name == "mlp:small"
+    proc = run_here("train", "mlp:small", "--epochs", "1", "-o", str(theirs))
+    assert proc.returncode == 0, proc.stderr
 
 
 # 2. a checkpoint is one file: no sidecar that overwrites a neighbour
@@ -225,3 +291,53 @@ def test_sigkill_at_any_time_leaves_the_old_or_the_new_folder(tmp_path):
             assert gens == {(out / "done").read_text()}
         leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(".OUT.")]
         assert leftovers == []
+
+
+# 4. SIGTERM cleans up as Ctrl-C does (issue 45)
+
+def _sigterm_once_staging(proc: subprocess.Popen, parent, name: str, timeout_s: float = 120):
+    """SIGTERM to ``proc`` as soon as its staging folder for ``name`` exists."""
+    deadline = time.monotonic() + timeout_s
+    while not list(parent.glob(f".{name}.*.partial")):
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the staging folder never appeared"
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGTERM)
+    return proc.communicate(timeout=60)
+
+
+def test_sigterm_during_export_leaves_no_staging_folder(tmp_path):
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen([*EXE, "export", "ds-cnn", "-o", str(tmp_path / "art")], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = _sigterm_once_staging(proc, tmp_path, "art")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1] == "edgekit: terminated", err
+    assert list(tmp_path.iterdir()) == [], [(p, list(p.rglob("*"))) for p in tmp_path.iterdir()]
+
+
+def test_sigterm_to_any_writer_keeps_the_old_folder_and_removes_the_new(tmp_path):
+    """Every writer goes through ``atomic_directory``: a SIGTERM while it writes leaves OUT as
+    it was and no ``.OUT.PID-*.partial`` beside it."""
+    out = tmp_path / "OUT"
+    with atomic_directory(out) as staging:
+        (staging / "good").write_text("old")
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(out)], stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        _, err = _sigterm_once_staging(proc, tmp_path, "OUT")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    assert proc.returncode != -signal.SIGTERM, "SIGTERM killed it before it cleaned up"
+    assert [p.name for p in tmp_path.iterdir()] == ["OUT"]
+    if (out / "done").is_file():  # a generation completed before the signal: whole
+        assert {(out / f"f{i}").read_text() for i in range(40)} == {(out / "done").read_text()}
+    else:
+        assert (out / "good").read_text() == "old"

@@ -272,6 +272,7 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
         assert orin.report["device"]["profile"] == ORIN
         assert xavier.report is None and xavier.error.startswith(f"{XAVIER}: no worker")
         assert "xavier left mid-job" in xavier.error
+        assert xavier.worker == killed[XAVIER]  # issue 45: it was null
 
         started = time.monotonic()
         slow = ProfileSettings(backend="onnxruntime", threads=1,
@@ -281,6 +282,56 @@ def test_worker_lost_mid_job_is_retried_or_named_and_jobs_time_out(cluster, tmp_
         assert late.report is None and "timed out after 1 s on the device" in late.error
         assert late.error.startswith(f"{ORIN} ({survivor})")
         assert time.monotonic() - started < 60  # killed on the device, not waited out
+
+
+def test_a_failure_is_one_line_naming_its_device_once(capsys):
+    """Issue 45: with stderr a file, a long failure wrapped onto a second line and named the
+    device twice; a TensorRT failure from a device spanned four lines."""
+    from edgekit.cli.fleet import _print_failures
+    from edgekit.fleet.jobs import Job, Outcome
+
+    lost = Outcome(Job("mlp", ORIN), None, f"{ORIN}: no worker is connected for 30 s; orin-a "
+                                          "left mid-job " + "and more words " * 8, "orin-a")
+    trt = Outcome(Job("mlp", XAVIER), None, f"{XAVIER} (xavier): TensorRT: build failed:\n"
+                                            "[E] [TRT] 1: parse error\n  at node 3\n\n", "xavier")
+    failures = [lost.to_failure(), trt.to_failure()]
+    assert "\n" not in failures[1]["error"] and failures[0]["worker"] == "orin-a"
+    _print_failures(failures)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith(f"failed: mlp on {ORIN}: no worker") and lines[0].count(ORIN) == 1
+    assert lines[1] == (f"failed: mlp on {XAVIER} (xavier): TensorRT: build failed: [E] [TRT] 1: "
+                        "parse error at node 3")
+
+
+def _saved_compare(path, **row):
+    """A one-device compare report as ``edgekit compare --json`` writes it, ``row`` changed."""
+    doc = {"kind": "compare", "metric": "accuracy", "higher_is_better": True,
+           "backend": "onnxruntime", "device": {"profile": "cpu", "display_name": "CPU"},
+           "rows": [{"name": "mlp:small", "family": "mlp", "metric": "accuracy",
+                     "dataset": "digits", "params": 100, "flops_per_sample": 200.0,
+                     "latency_p50_ms": 0.1, "latency_p99_ms": 0.2, "throughput_per_s": 1e4,
+                     "energy_per_inference_j": 1e-4, "energy_source": "estimated: tdp",
+                     "peak_rss_mib": 300.0, "accuracy": 0.9, **row}]}
+    path.write_text(json.dumps(doc))  # NaN as Python's json writes it, which JSON is not
+    return path
+
+
+def test_compare_from_refuses_nan_and_names_a_missing_file(tmp_path):
+    """Issue 45: a saved report with accuracy NaN merged with exit 0, printed nan% and wrote a
+    bare NaN into the JSON; a missing file was 'not valid JSON ([Errno 2] ...)'."""
+    good = _saved_compare(tmp_path / "good.json")
+    code, out = _cli("compare", "--from", str(good), "--json", str(tmp_path / "merged.json"))
+    assert code == 0, out
+    for field in ("accuracy", "latency_p50_ms", "energy_per_inference_j"):
+        bad = _saved_compare(tmp_path / f"{field}.json", **{field: float("nan")})
+        one_line_error(*_cli("compare", "--from", str(bad)), 2, str(bad),
+                       f"field 'rows[0].{field}'", "finite")
+    inf = _saved_compare(tmp_path / "inf.json", latency_p99_ms=float("inf"))
+    one_line_error(*_cli("compare", "--from", str(inf)), 2, "rows[0].latency_p99_ms")
+    missing = tmp_path / "nope.json"
+    line = one_line_error(*_cli("compare", "--from", str(missing)), 2, f"{missing}: no such file")
+    assert "JSON" not in line and "Errno" not in line
 
 
 def test_addresses_and_tls_options(tmp_path):

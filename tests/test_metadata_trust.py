@@ -89,6 +89,68 @@ def test_artifact_manifest_with_a_wrong_type_is_one_line(artifact, tmp_path, cha
     assert f"{bad / 'manifest.json'}: field '{field}' must be {what}" in line
 
 
+def _resigned_artifact(artifact, tmp_path, change):
+    """A copy whose manifest ``change`` edited and re-signed, as a forger would."""
+    from edgekit.exporters.artifact import manifest_digest
+
+    def resign(manifest):
+        change(manifest)
+        manifest["manifest_sha256"] = manifest_digest(manifest)
+
+    return _tampered_artifact(artifact, tmp_path, resign)
+
+
+def test_an_artifact_manifest_carries_its_own_digest(artifact, tmp_path):
+    """Issue 45: a hand-edited manifest (here a shape) is refused without any further check."""
+    manifest = json.loads((artifact / "manifest.json").read_text())
+    from edgekit.exporters.artifact import manifest_digest
+
+    assert manifest["manifest_sha256"] == manifest_digest(manifest)
+    bad = _tampered_artifact(artifact, tmp_path, lambda m: m["inputs"][0].update(shape=[7, 3, 5]))
+    line = _one_line_error(_run("validate", str(bad)))
+    assert "field 'manifest_sha256' does not match" in line
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda m: m["inputs"][0].update(shape=[7, 3, 5]), "field 'inputs' says input [7, 3, 5]"),
+    (lambda m: m.update(outputs=[]), "field 'outputs' says none"),
+    (lambda m: m.update(batch="eight"), "field 'batch' is 'eight'"),
+    (lambda m: m.update(batch=4), "field 'batch' is 4, but model.onnx's first input"),
+])
+def test_a_resigned_manifest_is_checked_against_its_onnx_graph(artifact, tmp_path, change, says):
+    """Issue 45: with the input shape edited to 7x3x5, no outputs or batch 'eight' (manifest
+    re-signed), validate, profile and jetson-bundle exited 0, the bundle's README telling the
+    device a shape the model does not have."""
+    bad = _resigned_artifact(artifact, tmp_path, change)
+    for args in (["validate", str(bad)],
+                 ["profile", str(bad), "--backend", "onnxruntime", "--duration", "0.1"],
+                 ["export", str(bad), "--to", "jetson-bundle", "-o", str(tmp_path / "b")]):
+        line = _one_line_error(_run(*args))
+        assert says in line, (args, line)
+    assert not (tmp_path / "b").exists()
+
+
+def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
+    """Issue 45: another export's model.onnx, rehashed into the manifest, was profiled under
+    the manifest's name; one of another interface (here batch 2) no longer is. (A graph of the
+    very same interface from another model is not caught by this check.)"""
+    from edgekit.exporters import export_onnx
+    from edgekit.exporters.artifact import file_record, manifest_digest
+    from edgekit.targets import load_model_source
+
+    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other", batch=2).folder
+    bad = tmp_path / "bad"
+    shutil.copytree(artifact, bad)
+    shutil.copyfile(other / "model.onnx", bad / "model.onnx")
+    manifest = json.loads((bad / "manifest.json").read_text())
+    manifest["files"]["model.onnx"] = file_record(bad / "model.onnx")
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    (bad / "manifest.json").write_text(json.dumps(manifest))
+    line = _one_line_error(_run("profile", str(bad), "--backend", "onnxruntime",
+                                "--duration", "0.1"))
+    assert "field 'inputs' says input [1, 1, 8, 8], but model.onnx has input [2, 1, 8, 8]" in line
+
+
 # -- ZipMoE store ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -145,3 +145,101 @@ def test_config_errors_are_one_clear_line():
         parse_config(cfg)
     yarn = {**tiny_config("deepseek"), "rope_scaling": {"type": "yarn", "factor": 40}}
     assert parse_config(yarn).rope_scaling == "yarn"  # compressible; the model refuses to serve it
+
+
+def _cast_to_int8(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {n: t.to(torch.int8) for n, t in weights.items()}
+
+
+def _add_a_layer_the_config_lacks(weights: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {**weights, "model.layers.9.input_layernorm.weight": torch.ones(8)}
+
+
+@pytest.mark.parametrize(("corrupt", "says"), [
+    (_cast_to_int8, "T: tensor 'model.embed_tokens.weight' has dtype I8"),
+    (_add_a_layer_the_config_lacks, "GOOD.zmoe: not written, the new store would not open: "),
+])
+def test_a_failing_compress_leaves_the_good_store_as_it_was(tmp_path, corrupt, says):
+    """Every check a reader makes runs before the new store replaces the old one: a checkpoint
+    cast to int8 (no dtype the model computes in) is refused before any work, one whose store
+    would not open (a tensor of a layer config.json does not have) before the swap; either way
+    GOOD still opens, unchanged, and nothing is left beside it."""
+    ckpt = make_tiny_checkpoint(tmp_path / "T", "qwen", seed=2)
+    good = tmp_path / "GOOD.zmoe"
+    compress_checkpoint(ckpt, good, trace=False)
+    before = {f.name: f.read_bytes() for f in good.iterdir()}
+    save_file(corrupt(load_file(str(ckpt / "model.safetensors"))),
+              str(ckpt / "model.safetensors"))
+    result = CliRunner().invoke(cli, ["moe", "compress", str(ckpt), "-o", str(good)])
+    assert result.exit_code == 2, result.output
+    line = result.output.strip()
+    assert "\n" not in line and says in line and ".partial" not in line, line
+    assert {f.name: f.read_bytes() for f in good.iterdir()} == before
+    Store(good).verify()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def _resigned(store_dir, dst, edit):
+    """A copy of ``store_dir`` whose manifest ``edit`` changed and re-signed, as a forger
+    would: only the store's own checks can refuse it."""
+    from edgekit.methods.zipmoe.store import manifest_digest
+
+    _copy_store(store_dir, dst)
+    manifest = json.loads((dst / "manifest.json").read_text())
+    edit(manifest)
+    manifest["manifest_sha256"] = manifest_digest(manifest)
+    (dst / "manifest.json").write_text(json.dumps(manifest))
+    return dst
+
+
+def _negative_offset(m):
+    m["tensors"]["model.layers.0.mlp.experts.0.up_proj.weight"]["raw"]["offset"] = -4096
+
+
+def _short_trace(m):
+    m["trace"]["counts"]["0"] = m["trace"]["counts"]["0"][:-1]
+
+
+def _long_trace(m):
+    m["trace"]["counts"]["1"] = m["trace"]["counts"]["1"] + [3, 4]
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (_negative_offset, "has a negative offset"),
+    (_short_trace, "field 'trace.counts[\"0\"]' holds 7 counts, not 8"),
+    (_long_trace, "field 'trace.counts[\"1\"]' holds 10 counts, not 8"),
+])
+def test_a_forged_extent_or_trace_is_one_line_in_verify_and_serve(tiny_qwen, tmp_path, edit,
+                                                                   says):
+    """Issue 45: a negative extent offset was an internal error; a trace of the wrong length
+    passed verify and crashed serve. Both commands refuse them in one line, exit 2."""
+    from oneline import one_line_error
+
+    store = _resigned(tiny_qwen[1], tmp_path / "forged", edit)
+    for args in (["moe", "verify", str(store)],
+                 ["moe", "serve", str(store), "--prompt", "hi", "--max-new-tokens", "1"]):
+        result = CliRunner().invoke(cli, args)
+        one_line_error(result.exit_code, result.output, 2, says)
+
+
+def test_an_unreadable_data_file_is_one_line_in_verify_and_serve(tiny_qwen, tmp_path):
+    """Issue 45: a weights.zmoe that cannot be opened (PermissionError) was an internal error.
+    Root reads a file of mode 000, so as root the data file is a write-only sysctl instead,
+    which the kernel refuses to open for reading even to root."""
+    from oneline import one_line_error
+
+    store = _copy_store(tiny_qwen[1], tmp_path / "locked")
+    data = store / "weights.zmoe"
+    if os.geteuid() != 0:
+        data.chmod(0)
+    elif os.path.exists("/proc/sys/vm/drop_caches"):
+        data.unlink()
+        data.symlink_to("/proc/sys/vm/drop_caches")
+    else:
+        pytest.skip("as root without /proc/sys/vm/drop_caches no file here is unreadable")
+    with pytest.raises(PermissionError):
+        open(data, "rb").close()
+    for args in (["moe", "verify", str(store)],
+                 ["moe", "serve", str(store), "--prompt", "hi", "--max-new-tokens", "1"]):
+        result = CliRunner().invoke(cli, args)
+        one_line_error(result.exit_code, result.output, 2, "weights.zmoe: cannot read")

@@ -212,7 +212,7 @@ def test_astra_model_refuses_groups_that_do_not_divide_dim():
 def test_jetson_bundle_of_a_corrupt_model_fails(tmp_path, rewrite_hash):
     import json
 
-    from edgekit.exporters.artifact import file_record
+    from edgekit.exporters.artifact import file_record, manifest_digest
 
     art = tmp_path / "art"
     assert CliRunner().invoke(cli, ["export", "mlp:small", "-o", str(art)]).exit_code == 0
@@ -220,6 +220,7 @@ def test_jetson_bundle_of_a_corrupt_model_fails(tmp_path, rewrite_hash):
     if rewrite_hash:
         manifest = json.loads((art / "manifest.json").read_text())
         manifest["files"]["model.onnx"] = file_record(art / "model.onnx")
+        manifest["manifest_sha256"] = manifest_digest(manifest)
         (art / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "bundle"
     line = _refused(["export", str(art), "--to", "jetson-bundle", "--precision", "fp16",

@@ -15,6 +15,7 @@ from edgekit.cli import cli
 from edgekit.compare.precision import parse_precisions
 from edgekit.errors import UsageError
 from edgekit.exporters import load_artifact
+from edgekit.exporters.artifact import manifest_digest
 from edgekit.exporters.calibration import CalibrationSamples, samples_from_dataset
 from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.quantize import (
@@ -171,6 +172,7 @@ def test_cli_bad_precision_input_is_one_line(fp32, tmp_path):
     for f in ("model.onnx", "reference.npz"):
         (orphan / f).write_bytes((fp32.folder / f).read_bytes())
     manifest = {**fp32.manifest, "source": {**fp32.manifest["source"], "entry": "gone-net"}}
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     (orphan / "manifest.json").write_text(json.dumps(manifest))
     _one_line(_run("export", str(orphan), "--precision", "int8", "-o", str(tmp_path / "o2")),
               "no dataset to calibrate with")

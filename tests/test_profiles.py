@@ -404,6 +404,9 @@ def test_datasheet_and_foreign_profiles_are_not_calibrated() -> None:
     ('{"profiles": {"generic-x86-64-cpu": {"date": "d", "peak_flops": {"fp32": -1}}}}',
      "field 'profiles.generic-x86-64-cpu.peak_flops.fp32' must be a positive number"),
     ('{"profiles": []}', "field 'profiles' must be a table"),
+    # issue 45: no figure at all was accepted and shown as "figures: measured"
+    ('{"profiles": {"generic-x86-64-cpu": {"date": "d", "peak_flops": {}}}}',
+     "field 'profiles.generic-x86-64-cpu.peak_flops' holds no precision"),
 ])
 def test_corrupt_calibration_file_is_a_profile_error(edgekit_home: Path, text: str,
                                                      message: str) -> None:

@@ -16,7 +16,7 @@ from edgekit.checkpoint import save_checkpoint
 from edgekit.cli import cli
 from edgekit.errors import MissingDependencyError, UsageError
 from edgekit.exporters import export_onnx, load_artifact, load_reference, validate_artifact
-from edgekit.exporters.artifact import MANIFEST, file_record
+from edgekit.exporters.artifact import MANIFEST, file_record, manifest_digest
 from edgekit.exporters.reference import default_tolerance, save_arrays
 from edgekit.registry import create_model
 from edgekit.targets import load_model_source
@@ -40,6 +40,7 @@ def _rewrite(folder, name, mutate):
     mutate(folder / name)
     manifest = json.loads((folder / MANIFEST).read_text())
     manifest["files"][name] = file_record(folder / name)
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     (folder / MANIFEST).write_text(json.dumps(manifest))
 
 
@@ -128,6 +129,7 @@ def test_validate_usage_errors(onnx_artifact, tmp_path):
     old = _copy(onnx_artifact, tmp_path)
     manifest = json.loads((old / MANIFEST).read_text())
     del manifest["files"]["reference.npz"]
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     (old / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(UsageError, match="no saved reference"):
         validate_artifact(old)
@@ -150,6 +152,7 @@ def test_validating_an_engine_without_tensorrt_is_one_line(onnx_artifact, tmp_pa
     manifest.update(format="tensorrt", model_file="model.engine",
                     tensorrt={"precision": "int8"}, onnx={"file": "model.onnx"})
     manifest["files"]["model.engine"] = file_record(folder / "model.engine")
+    manifest["manifest_sha256"] = manifest_digest(manifest)
     (folder / MANIFEST).write_text(json.dumps(manifest))
     with pytest.raises(MissingDependencyError, match="TensorRT is not installed here|no CUDA GPU"):
         validate_artifact(folder)

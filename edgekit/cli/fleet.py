@@ -78,9 +78,14 @@ def _client(scheduler: str, tls_dir: str | None) -> Any:
 
 
 def _print_failures(failures: list[dict[str, Any]]) -> None:
+    """One line per failure, however long, whatever the terminal (a log, a file): the error
+    names the device (and the worker) already."""
     for f in failures:
-        err_console.print(f"[yellow]failed: {escape(f['name'])} on "
-                          f"{escape(f['device'])}: {escape(f['error'])}[/yellow]")
+        error = " ".join(f["error"].split())
+        if not error.startswith(f["device"]):
+            error = f"{f['device']}: {error}"
+        err_console.print(f"[yellow]failed: {escape(f['name'])} on {escape(error)}[/yellow]",
+                          soft_wrap=True)
 
 
 def render_fleet_compare(result: dict[str, Any]) -> Table:

@@ -18,6 +18,7 @@ from edgekit.cli.common import (
 )
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
+from edgekit.fileio import check_output
 from edgekit.provenance import report_document
 from edgekit.registry import split_name
 from edgekit.training import train as run_training
@@ -47,8 +48,11 @@ class _TrainCommand(click.Command):
               help="Checkpoint path (.safetensors); default ./MODEL.safetensors.")
 @click.option("--json", "json_path", type=JSON_FILE,
               help="Write the metrics as JSON.")
+@click.option("--force", is_flag=True,
+              help="Replace -o even if it exists and edgekit did not write it.")
 def train(model: str, epochs: int | None, seconds: float | None, data: str | None, seed: int,
-          output: str | None, json_path: str | None, **mode_options: object) -> None:
+          output: str | None, json_path: str | None, force: bool,
+          **mode_options: object) -> None:
     """Train MODEL and save a safetensors checkpoint.
 
     MODEL is a registry name or NAME:VARIANT.
@@ -62,6 +66,7 @@ def train(model: str, epochs: int | None, seconds: float | None, data: str | Non
     out = Path(output or f"{model.replace(':', '-')}.safetensors")
     if out.suffix != ".safetensors":
         raise UsageError(f"-o {out}: checkpoints end in .safetensors")
+    check_output(out, force=force)  # before any work
     dataset = load_dataset(entry.task, data)
     console.print(f"training [bold]{model}[/bold] on {dataset!r}")
     with progress_bars(transient=False) as progress:

@@ -50,8 +50,9 @@ class Outcome:
     worker: str | None = None  # the worker's name that measured it
 
     def to_failure(self) -> dict[str, Any]:
-        return {"name": self.job.name, "device": self.job.device, "error": self.error,
-                "worker": self.worker}
+        """The failure record; its error on one line (a device's TensorRT log spans several)."""
+        return {"name": self.job.name, "device": self.job.device,
+                "error": " ".join(str(self.error).split()), "worker": self.worker}
 
 
 @dataclass
@@ -191,5 +192,6 @@ def _fail_orphans(client: Any, running: dict[str, _Running], outcomes: dict[Job,
             left = f"; {', '.join(run.left)} left mid-job" if run.left else ""
             run.future.cancel()
             outcomes[run.job] = Outcome(run.job, None, f"{kind}: {why} for "
-                                                       f"{limits.no_worker_s:g} s{left}")
+                                                       f"{limits.no_worker_s:g} s{left}",
+                                        run.left[-1] if run.left else None)
             del running[key]

@@ -6,6 +6,7 @@ merged without measuring anything again.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,11 @@ def _rows_of(path: Path, doc: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(row.get(doc["metric"]), (int, float)) or isinstance(
                 row.get(doc["metric"]), bool):
             raise UsageError(f"{path}: field 'rows[{i}].{doc['metric']}' must be a number")
+        for key, value in row.items():  # Python's json reads NaN and Infinity; JSON has none
+            if isinstance(value, float) and not math.isfinite(value):
+                raise UsageError(f"{path}: field 'rows[{i}].{key}' is {value}, not a finite "
+                                 f"number", hint="give reports written by 'edgekit compare "
+                                                 "--json'")
         device = row.get("device") or (doc.get("device") or {}).get("profile")
         if device is None:
             raise UsageError(f"{path}: field 'rows[{i}].device' is missing and the report "

@@ -10,7 +10,7 @@ from edgekit.fileio import atomic_write_text, check_output, read_json_object
 from edgekit.provenance import SCHEMA_VERSION
 from edgekit.report.blocks import Result, Section, SectionKind
 from edgekit.report.machine import machine_blocks
-from edgekit.report.page import is_report, render_page
+from edgekit.report.page import render_page
 from edgekit.report.sections import SECTIONS
 from edgekit.schema import ANY_OBJECT, INT, STR, Object, check
 
@@ -65,13 +65,8 @@ def write_report(paths: Sequence[str | os.PathLike[str]], output: str | os.PathL
     """Check the output first (never an input, never a file edgekit did not write unless
     ``force``), then build and write the page atomically."""
     out = Path(output)
-    check_output(out, inputs=paths, force=force)
     if out.is_dir():
         raise UsageError(f"-o {out} is a folder", hint="give a file name such as report.html")
-    if out.exists() and not force:
-        with open(out, "rb") as handle:
-            if not is_report(handle.read(4096)):
-                raise UsageError(f"{out} exists and is not a page edgekit report wrote",
-                                 hint="choose another -o, or pass --force to replace it")
+    check_output(out, inputs=paths, force=force)
     page = build_report(load_results(paths))
     return atomic_write_text(out, page)

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
 from typing import Any
 
+from edgekit.fileio import register_file_kind
 from edgekit.report.blocks import Figure, Note, Section, Table
 
 GENERATOR = "edgekit report"  # the page's <meta name="generator">: how an existing report is known
@@ -120,7 +122,12 @@ def render_page(sections: list[Section], files: list[str], summary: str) -> str:
                   for s in sections])
 
 
-def is_report(head: bytes) -> bool:
-    """Whether a file's first bytes are those of a page this module wrote."""
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a page this module wrote (its generator tag in the first bytes), so
+    ``report -o`` may replace it without --force."""
     marker = f'<meta name="generator" content="{html.escape(GENERATOR)}">'
-    return marker.encode() in head
+    with open(path, "rb") as handle:
+        return marker.encode() in handle.read(4096)
+
+
+register_file_kind("report page", is_report)

@@ -18,6 +18,8 @@ from edgekit.schema import STR, MapOf, Object, check
 
 INDEX_FILE = "model.safetensors.index.json"
 INDEX_FIELDS = Object({"weight_map": MapOf(STR)})
+# the dtypes the model computes in (the codec's splits), as safetensors names them
+_DTYPES = ("BF16", "F16", "F32")
 
 
 class Checkpoint:
@@ -77,7 +79,8 @@ class Checkpoint:
         return handle.get_tensor(name)
 
     def check_complete(self) -> None:
-        """Every tensor the family needs is present with the shape its config implies."""
+        """Every tensor the family needs is present with the shape its config implies and a
+        floating dtype the model computes in (checked before compress writes anything)."""
         for name, shape in self.config.tensor_shapes().items():
             if name not in self.weight_map:
                 raise UsageError(f"{self.folder}: tensor '{name}' is missing",
@@ -90,6 +93,10 @@ class Checkpoint:
             if got != shape:
                 raise UsageError(f"{self.folder}: tensor '{name}' has shape {list(got)}, "
                                  f"config.json implies {list(shape)}")
+            dtype = handle.get_slice(name).get_dtype()
+            if dtype not in _DTYPES:
+                raise UsageError(f"{self.folder}: tensor '{name}' has dtype {dtype}, the model "
+                                 f"needs one of {', '.join(_DTYPES)}")
 
     def expert_names(self) -> Iterator[tuple[int, int, str, str]]:
         """``(layer, expert, projection, name)`` for every routed expert matrix."""

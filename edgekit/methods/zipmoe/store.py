@@ -85,11 +85,14 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _is_our_store(folder: Path) -> bool:
-    return read_json_object(folder / MANIFEST).get("format") == FORMAT
+def _store_files(folder: Path) -> list[str] | None:
+    manifest = read_json_object(folder / MANIFEST)
+    if manifest.get("format") != FORMAT:
+        return None
+    return [MANIFEST, CONFIG, str(manifest.get("data_file", DATA_FILE))]
 
 
-register_output_kind("zipmoe-store", _is_our_store)
+register_output_kind("zipmoe-store", _store_files)
 
 
 def align_up(n: int, alignment: int = ALIGN) -> int:
@@ -249,6 +252,12 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
         }
         manifest["manifest_sha256"] = manifest_digest(manifest)
         (staging / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        try:  # every check a reader makes, before the swap: a bad store never replaces a good one
+            Store(staging)
+        except StoreError as exc:
+            raise StoreError(f"{folder}: not written, the new store would not open: "
+                             f"{exc.message.replace(str(staging), str(folder))}",
+                             hint="check the checkpoint against its config.json") from exc
     return manifest
 
 
@@ -311,7 +320,11 @@ class Store:
         config_path = self.folder / CONFIG
         if not config_path.is_file():
             raise StoreError(f"{config_path}: missing", hint=RECOMPRESS)
-        if sha256_file(config_path) != self.manifest["config_sha256"]:
+        try:
+            config_digest = sha256_file(config_path)
+        except OSError as exc:
+            raise StoreError(f"{config_path}: cannot read ({exc.strerror or exc})") from exc
+        if config_digest != self.manifest["config_sha256"]:
             raise StoreError(f"{config_path}: SHA-256 does not match field 'config_sha256' of "
                              f"{path} (edited after compress?)", hint=RECOMPRESS)
         self.config_dict = read_json_object(config_path)
@@ -324,10 +337,24 @@ class Store:
         self.data_path = self.folder / self.manifest["data_file"]
         self._check_length()
         self._check_tensors()
+        self._check_trace()
 
     def _check_length(self) -> None:
+        """The data file is there, readable, and holds every extent (none before its start)."""
         if not self.data_path.is_file():
             raise StoreError(f"{self.data_path}: data file is missing")
+        try:
+            with open(self.data_path, "rb"):
+                pass
+        except OSError as exc:
+            raise StoreError(f"{self.data_path}: cannot read ({exc.strerror or exc})",
+                             hint="check the file's permissions") from exc
+        where = self.folder / MANIFEST
+        for name, entry in self.tensors.items():
+            for what, e in entry.extents():
+                if e.offset < 0 or e.size < 0 or e.start < 0 or e.stop < 0:
+                    raise StoreError(f"{where}: tensor '{name}' ({what}) has a negative offset, "
+                                     f"size or range", hint=RECOMPRESS)
         size = self.data_path.stat().st_size
         beyond = [(e.end, name, what) for name, t in self.tensors.items()
                   for what, e in t.extents() if e.end > size]
@@ -374,6 +401,21 @@ class Store:
                 raise StoreError(f"{where}: {field}.dtype' is {entry.dtype!r}, but its stored "
                                  f"bytes do not fit that dtype and shape {list(entry.shape)}",
                                  hint=RECOMPRESS)
+
+    def _check_trace(self) -> None:
+        """A routing trace counts, for each MoE layer of the config, the tokens of each of its
+        experts; the planner adds the rows up, so one of another length is refused here."""
+        counts = (self.manifest.get("trace") or {}).get("counts") or {}
+        where = self.folder / MANIFEST
+        layers = {str(layer) for layer in self.config.moe_layers}
+        for layer, row in counts.items():
+            if layer not in layers:
+                raise StoreError(f"{where}: field 'trace.counts' has layer {layer!r}, which is "
+                                 f"not a MoE layer of {CONFIG}", hint=RECOMPRESS)
+            if len(row) != self.config.num_experts or any(c < 0 for c in row):
+                raise StoreError(f"{where}: field 'trace.counts[\"{layer}\"]' holds "
+                                 f"{len(row)} counts, not {self.config.num_experts} non-negative "
+                                 f"ones (one per expert)", hint=RECOMPRESS)
 
     def expert_keys(self) -> Iterable[tuple[int, int, str]]:
         for layer in self.config.moe_layers:

@@ -106,15 +106,17 @@ def make_tiny_checkpoint(folder: str | Path, family: str, size: str = "tiny",
     return Path(folder)
 
 
-def _is_tiny_checkpoint(folder: Path) -> bool:
+def _tiny_checkpoint_files(folder: Path) -> list[str] | None:
     """A make-tiny folder: config.json beside weights whose metadata carries ``TINY_MARK``."""
     from safetensors import safe_open
 
     if not (folder / "config.json").is_file():
-        return False
+        return None
     with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
         metadata = handle.metadata() or {}
-    return all(metadata.get(k) == v for k, v in TINY_MARK.items())
+    if all(metadata.get(k) == v for k, v in TINY_MARK.items()):
+        return ["config.json", "model.safetensors"]
+    return None
 
 
-register_output_kind("zipmoe-tiny", _is_tiny_checkpoint)
+register_output_kind("zipmoe-tiny", _tiny_checkpoint_files)

@@ -336,13 +336,12 @@ def _read_record(folder: Path, key: str) -> dict[str, Any] | None:
     return record
 
 
-def _is_trained_checkpoint(folder: Path) -> bool:
-    try:
-        with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-    except Exception:  # noqa: BLE001 - not ours
-        return False
-    return all(metadata.get(k) == v for k, v in TRAINED_MARK.items())
+def _trained_checkpoint_files(folder: Path) -> list[str] | None:
+    with safe_open(str(folder / "model.safetensors"), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    if all(metadata.get(k) == v for k, v in TRAINED_MARK.items()):
+        return ["config.json", "model.safetensors", "training.json"]
+    return None
 
 
-register_output_kind("zipmoe-trained", _is_trained_checkpoint)
+register_output_kind("zipmoe-trained", _trained_checkpoint_files)

@@ -143,12 +143,14 @@ def _signals_held():
     """SIGTERM and Ctrl-C held back while one rank is started, then raised as usual: raised
     inside ``Popen`` after the child exists, they would leave that rank out of the list of
     processes the ``finally`` stops, running on after the launcher (seen under load, when the
-    signal came while the last rank was being started)."""
+    signal came while the last rank was being started). A signal the launcher ignores (SIGINT in
+    a background job, under nohup) stays ignored: a handler would not reach the rank, which would
+    then start with the default disposition and die of a Ctrl-C meant for the foreground."""
     if not _main_thread():
         yield
         return
     came: list[int] = []
-    held = (signal.SIGTERM, signal.SIGINT)
+    held = [s for s in (signal.SIGTERM, signal.SIGINT) if signal.getsignal(s) is not signal.SIG_IGN]
     previous = {s: signal.signal(s, lambda signum, frame: came.append(signum)) for s in held}
     try:
         yield
