@@ -191,10 +191,10 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
 
 def _check_against_onnx(manifest_path: Path, manifest: dict[str, Any], onnx_path: Path) -> None:
     """The manifest's inputs, outputs and batch are those of its ONNX graph."""
-    from edgekit.exporters.onnx import _io_records
+    from edgekit.exporters.onnx import io_records
 
     try:
-        inputs, outputs = _io_records(onnx_path)
+        inputs, outputs = io_records(onnx_path)
     except Exception as exc:  # noqa: BLE001  onnx raises its own (protobuf) error types
         raise UsageError(f"{onnx_path}: not a readable ONNX model ({exc})",
                          hint="export it again") from exc
@@ -206,7 +206,8 @@ def _check_against_onnx(manifest_path: Path, manifest: dict[str, Any], onnx_path
                              f"{onnx_path.name} has {has}", hint="export it again")
     batch = manifest.get("batch")
     first = inputs[0]["shape"][0] if inputs and inputs[0]["shape"] else None
-    if batch is not None and (batch == "dynamic") != isinstance(first, str) or \
+    symbolic = isinstance(first, str) or first == 0  # a named or an unnamed free dimension
+    if batch is not None and (batch == "dynamic") != symbolic or \
             isinstance(batch, int) and batch != first:
         raise UsageError(f"{manifest_path}: field 'batch' is {batch!r}, but {onnx_path.name}'s "
                          f"first input has batch dimension {first!r}", hint="export it again")

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST, MANIFEST_SCHEMA, ExportResult, file_record
+from edgekit.exporters.artifact import MANIFEST_SCHEMA, ExportResult, file_record, write_manifest
 from edgekit.exporters.onnx import io_records
 from edgekit.exporters.reference import (
     DYNAMIC_VALIDATION_BATCHES,
@@ -26,7 +26,7 @@ from edgekit.exporters.reference import (
     validation_seeds,
 )
 from edgekit.exporters.validate import ValidationFailed, compare_outputs
-from edgekit.fileio import atomic_directory, atomic_write_json, sha256_file
+from edgekit.fileio import atomic_directory, sha256_file
 from edgekit.provenance import provenance
 from edgekit.registry import ExportSettings
 from edgekit.targets import OnnxFileTarget
@@ -145,7 +145,7 @@ def import_onnx(target: OnnxFileTarget, out_dir: str | Path, *, device: str | No
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
         }
-        atomic_write_json(staging / MANIFEST, manifest)
+        write_manifest(staging, manifest)
     return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)
 
 
