@@ -3,7 +3,8 @@
 Each kind keeps its own spec dataclass and ``register_*`` function (style.md: one file per
 extension, timm's ``@register_model``); what they share, registering a name once, finding it with
 an error that lists the valid names, listing in a stable order, lives here once. ``load`` imports
-the modules that register the built-in entries the first time anything asks.
+the modules that register the built-in entries the first time anything asks; then the plugins
+load (``edgekit.plugins``), so every listing and look-up sees what they registered.
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from collections.abc import Callable, Iterable
 from typing import Generic, TypeVar
 
 from edgekit.errors import UnknownNameError
+from edgekit.plugins import load_plugins
 
 T = TypeVar("T")
 
@@ -32,6 +34,7 @@ class Registry(Generic[T]):
     def _loaded(self) -> dict[str, T]:
         if self._load is not None:
             self._load()
+        load_plugins()
         return self._entries
 
     def __contains__(self, name: object) -> bool:

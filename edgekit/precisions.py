@@ -3,7 +3,9 @@
 Device profiles (peaks per precision), calibration (the dtype a GEMM runs in), the TensorRT
 exporter (the engine precisions and their ``trtexec`` switch) and ``edgekit devices`` (the peak
 columns) all read this table, so a precision cannot be known to one of them and missing from
-another. Adding a precision is one ``register_precision`` line here.
+another. Adding a precision is one ``register_precision`` line here (or in a plugin,
+``edgekit.plugins``); the name lists below are functions, read when asked, so a precision
+registered after import is in them.
 """
 from __future__ import annotations
 
@@ -61,7 +63,23 @@ register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True
 register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
                              builder_flag="INT8", column=True, roundoff=2.0**-7, onnx=True))
 
-ALL = tuple(p.name for p in list_precisions())  # what a device profile may give a peak for
-TENSORRT = tuple(p.name for p in list_precisions() if p.trtexec_flag)  # engine precisions
-CALIBRATED = tuple(p.name for p in list_precisions() if p.calibrate)  # calibrate's default set
-ONNX = tuple(p.name for p in list_precisions() if p.onnx)  # export --to onnx --precision choices
+
+
+def all_names() -> tuple[str, ...]:
+    """What a device profile may give a peak for."""
+    return tuple(p.name for p in list_precisions())
+
+
+def tensorrt_names() -> tuple[str, ...]:
+    """The engine precisions edgekit builds (``--to tensorrt --precision``)."""
+    return tuple(p.name for p in list_precisions() if p.trtexec_flag)
+
+
+def calibrated_names() -> tuple[str, ...]:
+    """What ``edgekit devices --calibrate`` measures unless told otherwise."""
+    return tuple(p.name for p in list_precisions() if p.calibrate)
+
+
+def onnx_names() -> tuple[str, ...]:
+    """The ONNX Runtime artifact precisions (``--to onnx --precision``)."""
+    return tuple(p.name for p in list_precisions() if p.onnx)

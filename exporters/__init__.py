@@ -1,5 +1,6 @@
 """Exporters (PyTorch -> ONNX -> TensorRT engine or Jetson bundle; NIR plugs in beside them) and
-export validation against one saved FP32 reference."""
+export validation against one saved FP32 reference. The formats ``export --to`` makes are in
+``edgekit.exporters.registry``."""
 from edgekit.exporters.artifact import Artifact, is_artifact, load_artifact
 from edgekit.exporters.calibration import CalibrationBatcher, CalibrationSamples
 from edgekit.exporters.jetson_bundle import BundleResult, write_jetson_bundle
@@ -14,10 +15,8 @@ from edgekit.exporters.tensorrt import (
 )
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 
-EXPORT_FORMATS = ("onnx", "tensorrt", "jetson-bundle", "nir")
-
-__all__ = ["EXPORT_FORMATS", "Artifact", "BundleResult", "CalibrationBatcher",
-           "CalibrationSamples", "EngineBuildConfig", "EngineExportResult", "ExportResult",
-           "Reference", "ShapeRange", "ValidationFailed", "ValidationReport", "compare_outputs",
-           "export_onnx", "export_tensorrt", "is_artifact", "load_artifact", "load_reference",
+__all__ = ["Artifact", "BundleResult", "CalibrationBatcher", "CalibrationSamples",
+           "EngineBuildConfig", "EngineExportResult", "ExportResult", "Reference", "ShapeRange",
+           "ValidationFailed", "ValidationReport", "compare_outputs", "export_onnx",
+           "export_tensorrt", "is_artifact", "load_artifact", "load_reference",
            "trtexec_build_args", "validate_artifact", "write_jetson_bundle"]

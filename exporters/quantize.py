@@ -44,7 +44,7 @@ from edgekit.exporters.validate import (
 )
 from edgekit.fileio import atomic_directory
 from edgekit.optional import ONNXRUNTIME, require
-from edgekit.precisions import ONNX, get_precision
+from edgekit.precisions import get_precision, onnx_names
 from edgekit.provenance import provenance
 from edgekit.quiet import quiet
 
@@ -77,8 +77,8 @@ class PrecisionConfig:
     calib_batch: int | None = None  # None: the model's fixed batch, else 32
 
     def __post_init__(self) -> None:
-        if self.precision not in ONNX:
-            raise UnknownNameError("ONNX precision", self.precision, ONNX)
+        if self.precision not in onnx_names():
+            raise UnknownNameError("ONNX precision", self.precision, onnx_names())
         if self.quantization not in QUANTIZATIONS:
             raise UnknownNameError("quantization", self.quantization, QUANTIZATIONS)
         if self.calibrator not in CALIBRATORS:

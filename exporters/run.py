@@ -15,12 +15,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from edgekit.errors import UnknownNameError, UsageError
-from edgekit.exporters import EXPORT_FORMATS
+from edgekit.errors import UsageError
 from edgekit.exporters.artifact import Artifact, load_artifact
 from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.quantize import PrecisionConfig
 from edgekit.exporters.reference import validate_artifact
+from edgekit.exporters.registry import ExporterSpec, ExportJob, get_exporter, register_exporter
 from edgekit.exporters.tensorrt import EngineBuildConfig
 from edgekit.exporters.validate import ValidationReport, check_tolerances
 from edgekit.fileio import check_output
@@ -94,16 +94,18 @@ def _onnx_artifact(target: Target, fmt: str, options: ExportOptions,
 
 
 def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
-           options: ExportOptions = ExportOptions(), echo: Echo = _silent) -> Any:
+           options: ExportOptions | None = None, echo: Echo = _silent) -> Any:
     """Export ``target`` to ``output`` (default ``./NAME-FORMAT``) and validate it.
 
-    ``to`` is onnx (from a model, or an ONNX file made into an artifact), nir (from a spiking
-    model), tensorrt or jetson-bundle (from either, or from an ONNX artifact folder). Returns
-    the exporter's result (folder, manifest, validation); raises ``ValidationFailed`` beyond
-    tolerance and leaves no half-made folder.
+    ``to`` names a registered format (``edgekit.exporters.registry``): onnx (from a model, or
+    an ONNX file made into an artifact), nir (from a spiking model), tensorrt or jetson-bundle
+    (from either, or from an ONNX artifact folder), or a plugin's. Returns the exporter's
+    result (folder, manifest, validation); raises ``ValidationFailed`` beyond tolerance and
+    leaves no half-made folder. ``options`` default to ``ExportOptions()`` (made per call: a
+    default made at import would read the precision registry, and load plugins, mid-import).
     """
-    if to not in EXPORT_FORMATS:
-        raise UnknownNameError("export format", to, EXPORT_FORMATS)
+    options = options if options is not None else ExportOptions()
+    spec = get_exporter(to)
     check_tolerances(options.atol, options.rtol)  # before any work
     if options.batch is not None and options.batch < 1:
         raise UsageError(f"--batch must be at least 1, got {options.batch}")
@@ -112,63 +114,91 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
         own = resolved.inputs.batch if not isinstance(resolved, ArtifactTarget) else 1
         options = replace(options, batch=own)
     _check_target(resolved, to, options)
-    if to == "onnx" and options.precision.precision != "fp32":
-        return _export_precision(resolved, output, options, echo)
-    if to in ("onnx", "nir"):
-        out = output or f"{_stem(resolved.name)}-{to}"
-        check_output(out, inputs=_files(resolved), force=options.force)
-        if isinstance(resolved, OnnxFileTarget):
-            echo(f"importing {resolved.path} -> {out}")
-            return _import_onnx(resolved, out, options)
-        assert isinstance(resolved, ModelSource)  # _check_target refused the others
-        echo(f"exporting {resolved.name} to {to} -> {out}")
-        if to == "nir":
-            from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only here
-
-            return export_nir(resolved, out, atol=options.atol, rtol=options.rtol,
-                              force=options.force)
-        return export_onnx(resolved, out, opset=options.opset, batch=options.batch,
-                           dynamic_batch=options.dynamic_batch, device=options.device,
-                           atol=options.atol, rtol=options.rtol, force=options.force,
-                           stream=options.stream)
-    build = options.engine
-    if to == "tensorrt":
-        from edgekit.backends import require_cuda_gpu, require_tensorrt
-        from edgekit.exporters.tensorrt import check_precision_supported
-
-        trt = require_tensorrt()  # fail at once, before any export work
-        require_cuda_gpu()
-        check_precision_supported(trt.__version__, build.precision)
+    if spec.check is not None:
+        spec.check(options)  # fail at once, before any export work
+    protected = (*_files(resolved), *_calib_file(options))
+    if not spec.from_onnx:
+        return spec.export(ExportJob(to=to, target=resolved, output=output, options=options,
+                                     echo=echo, protected=protected))
     if output is not None:  # before any work; the default name is known only from the source
-        check_output(output, inputs=[*_files(resolved), *_calib_file(options)],
-                     force=options.force)
+        check_output(output, inputs=protected, force=options.force)
     with _onnx_artifact(resolved, to, options, echo) as (artifact, origin):
         if artifact.manifest.get("precision", "fp32") != "fp32":
             raise UsageError(f"{artifact.folder} is a {artifact.manifest['precision']} ONNX "
                              f"artifact", hint=f"build {to} from the FP32 artifact with "
                                                f"--precision")
         calibration = None
-        if build.precision == "int8":
+        if options.engine.precision == "int8":
             from edgekit.exporters.calibration import samples_for_artifact
 
             calibration = samples_for_artifact(artifact.folder, artifact.manifest,
-                                               options.calib_data, build.calib_samples)
+                                               options.calib_data, options.engine.calib_samples)
             echo(f"calibrating with {calibration.count} samples from {calibration.origin}")
-        name = _stem(artifact.source_name)
-        if to == "tensorrt":
-            from edgekit.exporters.tensorrt import export_tensorrt
+        return spec.export(ExportJob(to=to, target=resolved, output=output, options=options,
+                                     echo=echo, protected=protected, artifact=artifact,
+                                     origin=origin, calibration=calibration))
 
-            out = output or f"{name}-tensorrt-{build.precision}"
-            echo(f"building a TensorRT {build.precision} engine of {artifact.source_name} "
-                 f"-> {out}")
-            return export_tensorrt(artifact, out, build, calibration=calibration,
-                                   atol=options.atol, rtol=options.rtol, device=options.device,
-                                   onnx_origin=origin, force=options.force)
-        from edgekit.exporters.jetson_bundle import write_jetson_bundle
 
-        return write_jetson_bundle(artifact, output or f"{name}-jetson", build,
-                                   calibration=calibration, cuda_graph=options.cuda_graph,
-                                   force=options.force)
+def _onnx(job: ExportJob) -> Any:
+    """A validated FP32 ONNX artifact of the model (or of an imported ONNX file), or, with
+    ``--precision fp16/int8``, ONNX Runtime's conversion of the FP32 artifact."""
+    if job.options.precision.precision != "fp32":
+        return _export_precision(job.target, job.output, job.options, job.echo)
+    out = job.folder()
+    options = job.options
+    if isinstance(job.target, OnnxFileTarget):
+        job.echo(f"importing {job.target.path} -> {out}")
+        return _import_onnx(job.target, out, options)
+    source = job.model()
+    job.echo(f"exporting {source.name} to onnx -> {out}")
+    return export_onnx(source, out, opset=options.opset, batch=options.batch,
+                       dynamic_batch=options.dynamic_batch, device=options.device,
+                       atol=options.atol, rtol=options.rtol, force=options.force,
+                       stream=options.stream)
+
+
+def _nir(job: ExportJob) -> Any:
+    """A NIR graph of a spiking model, read back and checked against SpikingJelly."""
+    from edgekit.exporters.nir import export_nir  # SpikingJelly and nir load only here
+
+    out = job.folder()
+    source = job.model()
+    job.echo(f"exporting {source.name} to nir -> {out}")
+    return export_nir(source, out, atol=job.options.atol, rtol=job.options.rtol,
+                      force=job.options.force)
+
+
+def _check_tensorrt(options: ExportOptions) -> None:
+    from edgekit.backends import require_cuda_gpu, require_tensorrt
+    from edgekit.exporters.tensorrt import check_precision_supported
+
+    trt = require_tensorrt()
+    require_cuda_gpu()
+    check_precision_supported(trt.__version__, options.engine.precision)
+
+
+def _tensorrt(job: ExportJob) -> Any:
+    """A TensorRT engine built here from the ONNX artifact, validated against its reference."""
+    from edgekit.exporters.tensorrt import export_tensorrt
+
+    assert job.artifact is not None  # a from_onnx format
+    build, options = job.options.engine, job.options
+    out = job.output or f"{job.stem}-tensorrt-{build.precision}"
+    job.echo(f"building a TensorRT {build.precision} engine of {job.artifact.source_name} "
+             f"-> {out}")
+    return export_tensorrt(job.artifact, out, build, calibration=job.calibration,
+                           atol=options.atol, rtol=options.rtol, device=options.device,
+                           onnx_origin=job.origin, force=options.force)
+
+
+def _jetson_bundle(job: ExportJob) -> Any:
+    """A folder to copy to a Jetson, which builds and profiles the engine there."""
+    from edgekit.exporters.jetson_bundle import write_jetson_bundle
+
+    assert job.artifact is not None  # a from_onnx format
+    return write_jetson_bundle(job.artifact, job.output or f"{job.stem}-jetson", job.options.engine,
+                               calibration=job.calibration, cuda_graph=job.options.cuda_graph,
+                               force=job.options.force)
 
 
 def _calib_file(options: ExportOptions) -> list[Path]:
@@ -266,3 +296,35 @@ def validate(target: Any, against: str = "reference", atol: float | None = None,
         else:
             export_onnx(resolved, folder)
         return Validation(*validate_artifact(folder, against, atol, rtol))
+
+
+# The built-in formats. Options by CLI parameter name: shaping the ONNX export, and building
+# an engine (TensorRT here, or on the Jetson from a bundle) with its int8 calibration.
+_ONNX_EXPORT = frozenset({"opset", "batch", "dynamic_batch"})
+_ENGINE_BUILD = frozenset({"precision", "workspace", "dla_core", "min_shape", "opt_shape",
+                           "max_shape", "calibrator", "calib_samples", "calib_batch",
+                           "calib_data", "calib_cache"})
+
+register_exporter(ExporterSpec(
+    name="onnx", description="a validated ONNX artifact (fp32, or fp16/int8 by ONNX Runtime)",
+    from_onnx=False, export=_onnx,
+    options=_ONNX_EXPORT | {"precision", "quantization", "calibrator", "calib_samples",
+                            "calib_batch", "calib_data"}))
+register_exporter(ExporterSpec(
+    name="tensorrt", description="a TensorRT engine built on this machine's GPU",
+    from_onnx=True, export=_tensorrt, check=_check_tensorrt,
+    options=_ONNX_EXPORT | _ENGINE_BUILD | {"timing_cache"},
+    refusals=((("cuda_graph",), "applies to --to jetson-bundle (its profiling commands); for an "
+                                "engine use 'edgekit profile ENGINE --backend tensorrt "
+                                "--cuda-graph'"),)))
+register_exporter(ExporterSpec(
+    name="jetson-bundle", description="a folder that builds and profiles the engine on a Jetson",
+    from_onnx=True, export=_jetson_bundle,
+    options=_ONNX_EXPORT | _ENGINE_BUILD | {"cuda_graph"},
+    refusals=((("timing_cache",), "applies to --to tensorrt; a bundle keeps its timing cache "
+                                  "beside the model on the device"),)))
+register_exporter(ExporterSpec(
+    name="nir", description="a NIR graph of a spiking model, for neuromorphic chips",
+    from_onnx=False, export=_nir,
+    refusals=((tuple(sorted(_ONNX_EXPORT)), "apply to ONNX exports; a NIR graph has no batch "
+                                            "dimension or opset"),)))

@@ -52,10 +52,9 @@ from edgekit.exporters.reference import REFERENCE_FILE, default_tolerance, load_
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory, atomic_write_bytes
 from edgekit.paths import edgekit_home
-from edgekit.precisions import TENSORRT, get_precision
+from edgekit.precisions import get_precision, tensorrt_names
 from edgekit.provenance import provenance
 
-PRECISIONS = TENSORRT
 ENGINE_FILE = "model.engine"
 ONNX_FILE = "model.onnx"
 # A dynamic dimension that no --min/--opt/--max-shape names gets this range (trtexec would fix it
@@ -223,8 +222,8 @@ class EngineBuildConfig:
     timing_cache: Path | None = None  # None: $EDGEKIT_HOME/tensorrt/timing.cache
 
     def __post_init__(self) -> None:
-        if self.precision not in PRECISIONS:
-            raise UnknownNameError("precision", self.precision, PRECISIONS)
+        if self.precision not in tensorrt_names():
+            raise UnknownNameError("precision", self.precision, tensorrt_names())
         if self.workspace_mib is not None and self.workspace_mib < 1:
             raise UsageError(f"--workspace must be at least 1 MiB, got {self.workspace_mib}")
         if self.dla_core is not None:

@@ -20,14 +20,12 @@ from typing import Any
 
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.fileio import atomic_write_json
-from edgekit.precisions import CALIBRATED, get_precision, list_precisions
+from edgekit.precisions import all_names, calibrated_names, get_precision, list_precisions
 from edgekit.profiles.detect import best_match, detect_profile
 from edgekit.profiles.loader import calibration_path, list_profiles, load_profile, read_calibration
-from edgekit.profiles.schema import PRECISIONS, DeviceProfile
+from edgekit.profiles.schema import DeviceProfile
 from edgekit.provenance import machine
 
-DEFAULT_PRECISIONS = CALIBRATED
-_DTYPES = {p.name: p.torch_dtype for p in list_precisions() if p.torch_dtype}
 _MAX_N = {"cpu": 2048, "cuda": 8192}  # 2048: ~0.1 s per fp32 GEMM on 2 cores
 _COPY_BYTES = {"cpu": 256 << 20, "cuda": 1 << 30}  # well beyond any cache
 _BANDWIDTH_SHARE = 0.2  # of duration_s; the GEMMs share the rest
@@ -107,12 +105,17 @@ def _tf32(torch: Any, device: str, enabled: bool) -> Iterator[None]:
         torch.backends.cuda.matmul.allow_tf32 = previous
 
 
+def _dtypes() -> dict[str, str]:
+    """The torch dtype each precision's GEMM runs in, read when asked (plugins add some)."""
+    return {p.name: p.torch_dtype for p in list_precisions() if p.torch_dtype}
+
+
 def _gemm(torch: Any, device: str, sync: Callable[[], None], precision: str,
           budget_s: float) -> dict[str, Any]:
     """Best and median FLOP/s of an n x n GEMM; n doubles until a call is long enough to time
     (an eighth of the budget for the next size) or reaches the device's cap."""
     deadline = time.perf_counter() + budget_s
-    dtype = getattr(torch, _DTYPES[precision])
+    dtype = getattr(torch, _dtypes()[precision])
     with _tf32(torch, device, precision == "tf32"):
         n = 128
         while True:
@@ -146,9 +149,10 @@ def _copy_bandwidth(torch: Any, device: str, sync: Callable[[], None],
 
 
 def _skip_reason(precision: str, device: str) -> str | None:
-    if precision not in _DTYPES:
+    dtypes = _dtypes()
+    if precision not in dtypes:
         return (f"not measured: calibration times floating-point GEMMs only "
-                f"({', '.join(_DTYPES)}); {precision} needs a quantised kernel")
+                f"({', '.join(dtypes)}); {precision} needs a quantised kernel")
     if get_precision(precision).gpu_only and device != "cuda":
         return "not measured: TF32 is an NVIDIA tensor-core mode; CPUs have no TF32 GEMM"
     return None
@@ -181,18 +185,20 @@ def _measure(torch: Any, device: str, precisions: Sequence[str],
 
 
 def calibrate(profile_name: str | None = None, *, duration_s: float = 8.0,
-              precisions: Sequence[str] = DEFAULT_PRECISIONS) -> dict[str, Any]:
+              precisions: Sequence[str] | None = None) -> dict[str, Any]:
     """Measure peak FLOP/s per precision and memory bandwidth, store them, return the record.
 
     ``profile_name`` must be a generic profile describing this machine; None calibrates the
     detected profile, or the generic one that stands in for a detected datasheet profile.
-    ``duration_s`` bounds the timed work (set-up adds about a second).
+    ``precisions`` defaults to every precision marked ``calibrate``. ``duration_s`` bounds the
+    timed work (set-up adds about a second).
     """
     if not duration_s > 0:
         raise UsageError(f"calibration duration must be positive, got {duration_s}")
+    precisions = calibrated_names() if precisions is None else precisions
     for precision in precisions:
-        if precision not in PRECISIONS:
-            raise UnknownNameError("precision", precision, PRECISIONS)
+        if precision not in all_names():
+            raise UnknownNameError("precision", precision, all_names())
     profile = _target(profile_name)
     read_calibration()  # a corrupt file fails here, before the measurement, not after it
     import torch  # heavy: only when measuring

@@ -31,10 +31,10 @@ except ModuleNotFoundError:  # Python 3.10
 from edgekit.backends.registry import backend_names
 from edgekit.errors import ProfileError, UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
+from edgekit.precisions import all_names
 from edgekit.profiles.schema import (
     DEVICE_KINDS,
     ENERGY_EVENTS,
-    PRECISIONS,
     SENSOR_KINDS,
     DeviceProfile,
     PowerMode,
@@ -136,9 +136,9 @@ def _peaks(path: Path, data: dict[str, Any], generic: bool,
     if not generic and not peak:
         raise _error(path, "peak", "is required: at least one precision's datasheet peak")
     for precision, value in peak.items():
-        if precision not in PRECISIONS:
+        if precision not in all_names():
             raise _error(path, f"peak.{precision}",
-                         f"is not a known precision (known: {', '.join(PRECISIONS)})")
+                         f"is not a known precision (known: {', '.join(all_names())})")
         _positive(path, f"peak.{precision}", value)
     return {precision: value * _TERA for precision, value in peak.items()}
 
@@ -278,7 +278,7 @@ def _parse(path: Path) -> DeviceProfile:
         default_power_mode=default,
         power_sensor=sensor,
         preferred_backends=_strings(path, data, "preferred_backends", choices=backend_names()),
-        preferred_precisions=_strings(path, data, "preferred_precisions", choices=PRECISIONS),
+        preferred_precisions=_strings(path, data, "preferred_precisions", choices=all_names()),
         cpu_cores=cores,
         sources=sources,
         detect=_detect(path, data),
@@ -324,7 +324,7 @@ def _validate_calibration(path: Path, document: Any) -> dict[str, dict[str, Any]
         if entry.get("memory_bandwidth_bytes_s") is not None:
             numbers["memory_bandwidth_bytes_s"] = entry["memory_bandwidth_bytes_s"]
         for field, value in numbers.items():
-            if field.startswith("peak_flops.") and field.split(".", 1)[1] not in PRECISIONS:
+            if field.startswith("peak_flops.") and field.split(".", 1)[1] not in all_names():
                 raise _calibration_error(path, f"{prefix}.{field}", "is not a known precision")
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not 0 < value < math.inf:

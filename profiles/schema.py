@@ -8,10 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edgekit import precisions
-
 DEVICE_KINDS = ("jetson", "gpu", "cpu", "neuromorphic")
-PRECISIONS = precisions.ALL
 SENSOR_KINDS = ("ina3221", "nvml", "rapl", "none")
 # What a neuromorphic profile's [energy] table prices, each in pJ per event in the TOML file.
 ENERGY_EVENTS = ("synaptic_op", "neuron_update_active", "neuron_update_inactive",

@@ -31,7 +31,7 @@ from edgekit.exporters.quantize import (
 )
 from edgekit.exporters.reference import load_reference
 from edgekit.exporters.run import validate
-from edgekit.precisions import ONNX, get_precision
+from edgekit.precisions import get_precision, onnx_names
 from edgekit.targets import load_model_source
 
 
@@ -142,7 +142,7 @@ def test_wrong_shape_calibration_and_unknown_names_are_usage_errors(fp32, tmp_pa
         export_precision(fp32, tmp_path / "x", PrecisionConfig(precision="int8"))
     with pytest.raises(UsageError, match="unknown ONNX precision 'int4'"):
         PrecisionConfig(precision="int4")
-    assert parse_precisions("fp32,int8") == ("fp32", "int8") and set(ONNX) == {
+    assert parse_precisions("fp32,int8") == ("fp32", "int8") and set(onnx_names()) == {
         "fp32", "fp16", "int8"}
     for text, message in (("fp32,fp8", "unknown precision 'fp8'"), ("fp32,", "comma-separated"),
                           ("int8,int8", "twice")):

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 import edgekit.profiles.detect as detect
 from edgekit.cli import cli
 from edgekit.errors import ProfileError, UnknownNameError, UsageError
+from edgekit.precisions import all_names
 from edgekit.profiles import (
     calibrate,
     detect_profile,
@@ -25,7 +26,7 @@ from edgekit.profiles import (
     profile_names,
 )
 from edgekit.profiles.loader import PROFILE_DIR
-from edgekit.profiles.schema import DEVICE_KINDS, PRECISIONS, SENSOR_KINDS
+from edgekit.profiles.schema import DEVICE_KINDS, SENSOR_KINDS
 
 NAMES = profile_names()
 
@@ -49,7 +50,7 @@ def test_profile_loads_and_validates(name: str) -> None:
     profile = load_profile(name)
     assert profile.name == name and profile.path == PROFILE_DIR / f"{name}.toml"
     assert profile.kind in DEVICE_KINDS and profile.power_sensor.kind in SENSOR_KINDS
-    assert set(profile.peak_flops) <= set(PRECISIONS)
+    assert set(profile.peak_flops) <= set(all_names())
     assert profile.generic == name.startswith("generic-") and not profile.calibrated
     if profile.default_power_mode is not None:
         assert profile.power_mode().watts == profile.tdp_w

@@ -25,7 +25,13 @@ from edgekit.errors import (
     UnknownNameError,
     UsageError,
 )
-from edgekit.precisions import TENSORRT, get_precision, list_precisions, register_precision
+from edgekit.precisions import (
+    all_names,
+    get_precision,
+    list_precisions,
+    register_precision,
+    tensorrt_names,
+)
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import (
@@ -36,7 +42,7 @@ from edgekit.profiles import (
     user_profile_dir,
 )
 from edgekit.profiles.loader import PROFILE_DIR
-from edgekit.profiles.schema import PRECISIONS, SENSOR_KINDS
+from edgekit.profiles.schema import SENSOR_KINDS
 from edgekit.registry import get_entry, list_models, register_model
 
 DATASETS = list_datasets()
@@ -68,7 +74,7 @@ def test_every_model_takes_its_task_from_the_dataset_that_owns_it(entry):
 def test_every_precision_is_known_to_the_profile_schema_and_calibration(precision):
     from edgekit.profiles.calibrate import _skip_reason
 
-    assert precision.name in PRECISIONS
+    assert precision.name in all_names()
     if precision.torch_dtype is None:  # no GEMM to time: calibration says why it skips it
         assert "quantised kernel" in _skip_reason(precision.name, "cpu")
     else:
@@ -76,7 +82,7 @@ def test_every_precision_is_known_to_the_profile_schema_and_calibration(precisio
         assert _skip_reason(precision.name, "cuda") is None
 
 
-@pytest.mark.parametrize("name", TENSORRT)
+@pytest.mark.parametrize("name", tensorrt_names())
 def test_every_engine_precision_is_a_cli_choice_with_its_own_switches(name):
     from edgekit.cli.export import export
     from edgekit.exporters.tensorrt import EngineBuildConfig, trtexec_build_args
@@ -84,9 +90,10 @@ def test_every_engine_precision_is_a_cli_choice_with_its_own_switches(name):
     choices = next(p for p in export.params if p.name == "precision").type.choices
     assert name in choices
     args = trtexec_build_args(EngineBuildConfig(precision=name))
-    others = [trtexec_build_args(EngineBuildConfig(precision=p)) for p in TENSORRT if p != name]
+    others = [trtexec_build_args(EngineBuildConfig(precision=p))
+              for p in tensorrt_names() if p != name]
     assert all(a != args for a in others)  # trtexec builds each precision differently
-    builder_flags = [get_precision(p).builder_flag for p in TENSORRT]
+    builder_flags = [get_precision(p).builder_flag for p in tensorrt_names()]
     assert builder_flags.count(get_precision(name).builder_flag) == 1  # so does the builder
 
 

@@ -115,8 +115,22 @@ class _Group(click.Group):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+def _use_plugin_scripts(ctx: click.Context, param: click.Parameter,
+                        paths: tuple[str, ...]) -> None:
+    """Record ``--import`` scripts while the group's options are parsed, before a command's
+    options are converted against the registries (which load them)."""
+    from edgekit.plugins import use_scripts
+
+    use_scripts(paths)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.option("--import", "imports", multiple=True, type=click.Path(dir_okay=False),
+              expose_value=False, callback=_use_plugin_scripts, metavar="FILE.py",
+              help="Load a plugin script that registers models, datasets, backends, meters, "
+                   "precisions or exporters (repeatable; also $EDGEKIT_PLUGINS, and installed "
+                   "packages' edgekit.* entry points).")
 @click.version_option(package_name="edgekit")
 def cli(debug: bool) -> None:
     """edgekit: export, profile and compare PyTorch models on edge devices."""

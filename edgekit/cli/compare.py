@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names
+from edgekit.cli.choices import LazyHelpOption, RegistryChoice
 from edgekit.cli.common import (
     BATCH,
     JSON_FILE,
@@ -27,7 +28,7 @@ from edgekit.cli.fleet import compare_fleet_command, fleet_options
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
 from edgekit.compare.table import cells, columns
-from edgekit.energy import METER_NAMES
+from edgekit.energy import meter_names
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text
 from edgekit.inputs import parse_inputs
@@ -89,14 +90,15 @@ def to_csv(result: dict[str, Any]) -> str:
 @click.argument("names", nargs=-1)
 @click.option("--device", help="Device profile (default: the detected one).")
 @click.option("--backend", "backends", type=BackendList(), default="onnxruntime",
-              show_default=True,
-              help=f"One of {', '.join(backend_names())}, or several separated by commas "
-                   "(onnxruntime,torch): one row per model and backend.")
+              show_default=True, cls=LazyHelpOption,
+              help_text=lambda: f"One of {', '.join(backend_names())}, or several separated by "
+                                "commas (onnxruntime,torch): one row per model and backend.")
 @click.option("--batch", type=BATCH, default=1, show_default=True)
 @click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
 @click.option("--duration", type=SECONDS, default=1.0, show_default=True,
               help="Timed seconds per model.")
-@click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True)
+@click.option("--energy", type=RegistryChoice(meter_names, "meter"), default="auto",
+              show_default=True)
 @click.option("--sysfs-root", type=click.Path(exists=True, file_okay=False),
               help="Read the energy sensors under this folder instead of / (a container that "
                    "mounts the host's /sys elsewhere); default: $EDGEKIT_SYSFS_ROOT or /.")

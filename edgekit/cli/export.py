@@ -1,11 +1,14 @@
-"""``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine or a Jetson
-bundle."""
+"""``edgekit export``: a model to a validated ONNX artifact, a TensorRT engine, a Jetson bundle,
+a NIR graph, or a format a plugin registered (``edgekit.exporters.registry``)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
 
+from edgekit.cli.choices import LazyHelpOption, RegistryChoice
 from edgekit.cli.common import (
     BATCH,
     NON_NEGATIVE,
@@ -15,22 +18,24 @@ from edgekit.cli.common import (
     input_option,
 )
 from edgekit.errors import UsageError
-from edgekit.exporters import EXPORT_FORMATS, EngineBuildConfig, ValidationFailed
+from edgekit.exporters import EngineBuildConfig, ValidationFailed
 from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
 from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
+from edgekit.exporters.registry import ExporterSpec, exporter_names, get_exporter, list_exporters
 from edgekit.exporters.run import ExportOptions
 from edgekit.exporters.run import export as run_export
-from edgekit.exporters.tensorrt import PRECISIONS
 from edgekit.inputs import parse_inputs
+from edgekit.precisions import onnx_names, tensorrt_names
 from edgekit.profiles import load_profile
 from edgekit.targets import ArtifactTarget, resolve_target
 
-_ENGINE_FORMATS = ("tensorrt", "jetson-bundle")
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
-_ENGINE_OPTIONS = ("workspace", "dla_core", "min_shape", "opt_shape", "max_shape",
-                   "timing_cache")
 _INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache")
 _ONNX_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data")  # static only
+# The options a format honours or refuses (ExporterSpec.options), in the order of --help.
+_FORMAT_OPTIONS = (*_ONNX_ONLY, "precision", "quantization", "workspace", "dla_core",
+                   "min_shape", "opt_shape", "max_shape", *_INT8_OPTIONS, "timing_cache",
+                   "cuda_graph")
 # TensorRT workspace in MiB: 1 TiB is beyond any GPU's memory; the bytes must fit a 64-bit size.
 WORKSPACE_MIB = click.IntRange(1, 2**20)
 # DLA cores: Xavier and Orin have two (0 and 1); TensorRT takes a small int.
@@ -45,40 +50,39 @@ def _given(values: dict[str, Any], names: tuple[str, ...]) -> list[str]:
     return [_flag(n) for n in names if values[n] not in (None, False, ())]
 
 
-def _check_options(fmt: str, target_is_artifact: bool, values: dict[str, Any]) -> None:
+def _takers(option: str) -> str:
+    """The formats that honour ``option``: "--to onnx, --to tensorrt and --to jetson-bundle"."""
+    names = [f"--to {s.name}" for s in list_exporters() if option in s.options]
+    return " and ".join(filter(None, [", ".join(names[:-1]), *names[-1:]]))
+
+
+def _check_options(spec: ExporterSpec, target_is_artifact: bool, values: dict[str, Any]) -> None:
     """Options that do not apply to this export are an error, not silently ignored."""
-    if fmt == "onnx":
+    if "quantization" in spec.options:
         _check_onnx_precision(values)
-    if fmt not in _ENGINE_FORMATS + ("onnx",) and values["precision"]:
-        raise UsageError("--precision applies to --to onnx, --to tensorrt and --to jetson-bundle")
-    if fmt not in _ENGINE_FORMATS:
-        onnx_ok = _ONNX_INT8_OPTIONS if fmt == "onnx" else ()
-        extra = _given(values, tuple(n for n in _ENGINE_OPTIONS + _INT8_OPTIONS
-                                     + ("cuda_graph",) if n not in onnx_ok))
-        if extra:
-            raise UsageError(f"{', '.join(extra)} apply to --to tensorrt and --to jetson-bundle")
-    if fmt != "onnx" and values["quantization"]:
-        raise UsageError("--quantization applies to --to onnx (TensorRT calibrates int8 itself)")
+    if values["precision"] and "precision" not in spec.options:
+        raise UsageError(f"--precision applies to {_takers('precision')}")
+    if values["quantization"] and "quantization" not in spec.options:
+        raise UsageError(f"--quantization applies to {_takers('quantization')} (TensorRT "
+                         f"calibrates int8 itself)")
+    refused = {n for names, _ in spec.refusals for n in names}
+    extra = [n for n in _FORMAT_OPTIONS if n not in spec.options and n not in refused
+             and values[n] not in (None, False, ())]
+    if extra:
+        same = [n for n in extra if _takers(n) == _takers(extra[0])]
+        raise UsageError(f"{', '.join(map(_flag, same))} apply to {_takers(extra[0])}")
     if (values["precision"] or "fp32") != "int8":
-        extra = _given(values, _INT8_OPTIONS)
-        if extra:
-            raise UsageError(f"{', '.join(extra)} apply to --precision int8")
-    if fmt == "tensorrt" and values["cuda_graph"]:
-        raise UsageError("--cuda-graph applies to --to jetson-bundle (its profiling commands); "
-                         "for an engine use "
-                         "'edgekit profile ENGINE --backend tensorrt --cuda-graph'")
-    if fmt == "jetson-bundle" and values["timing_cache"]:
-        raise UsageError("--timing-cache applies to --to tensorrt; a bundle keeps its timing "
-                         "cache beside the model on the device")
-    if fmt == "nir":
-        extra = _given(values, _ONNX_ONLY)
-        if extra:
-            raise UsageError(f"{', '.join(extra)} apply to ONNX exports; a NIR graph has no "
-                             f"batch dimension or opset")
+        extra_int8 = _given(values, _INT8_OPTIONS)
+        if extra_int8:
+            raise UsageError(f"{', '.join(extra_int8)} apply to --precision int8")
+    for names, why in spec.refusals:
+        given = _given(values, names)
+        if given:
+            raise UsageError(f"{', '.join(given)} {why}")
     if target_is_artifact:
-        extra = _given(values, _ONNX_ONLY)
-        if extra:
-            raise UsageError(f"{', '.join(extra)} apply when exporting from a model or checkpoint; "
+        given = _given(values, _ONNX_ONLY)
+        if given:
+            raise UsageError(f"{', '.join(given)} apply when exporting from a model or checkpoint; "
                              f"the target is already an ONNX artifact")
     if values["dynamic_batch"] and values["batch"] not in (None, 1):
         raise UsageError("--batch and --dynamic-batch exclude each other")
@@ -105,9 +109,18 @@ def _echo(line: str) -> None:
     console.print(line, markup=False, highlight=False)
 
 
+def _precision_names() -> tuple[str, ...]:
+    """Engine precisions, then ONNX Runtime ones (the format decides which it takes)."""
+    engine = tensorrt_names()
+    return (*engine, *(p for p in onnx_names() if p not in engine))
+
+
 @click.command("export")
 @click.argument("target")
-@click.option("--to", "fmt", type=click.Choice(EXPORT_FORMATS), default="onnx", show_default=True)
+@click.option("--to", "fmt", type=RegistryChoice(exporter_names, "format"), default="onnx",
+              show_default=True, cls=LazyHelpOption,
+              help_text=lambda: "; ".join(f"{s.name}: {s.description}" for s in list_exporters())
+              + ".")
 @click.option("--device", help="Target device profile (recorded in the manifest).")
 @click.option("--opset", type=int, help="ONNX opset (default: the entry's).")
 @click.option("--batch", type=BATCH, help="Fixed batch size of the ONNX model (default 1).")
@@ -115,7 +128,7 @@ def _echo(line: str) -> None:
 @click.option("--atol", type=NON_NEGATIVE,
               help="Absolute tolerance (default: the entry's; wider for fp16/int8 engines).")
 @click.option("--rtol", type=NON_NEGATIVE, help="Relative tolerance (default: as --atol).")
-@click.option("--precision", type=click.Choice(PRECISIONS),
+@click.option("--precision", type=RegistryChoice(_precision_names, "precision"),
               help="fp32 (default; TensorRT: TF32 off), fp16 or int8 (calibrated on the entry's "
                    "training split unless --quantization dynamic).")
 @click.option("--quantization", type=click.Choice(QUANTIZATIONS),
@@ -163,12 +176,13 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     as written. TensorRT engines are built on the GPU that will run them; elsewhere make a
     Jetson bundle and build there.
     """
+    spec = get_exporter(fmt)
     overrides = tuple(parse_inputs(inputs))
     resolved = resolve_target(target, inputs=overrides, batch=values["batch"] or 1)
-    _check_options(fmt, isinstance(resolved, ArtifactTarget), values)
+    _check_options(spec, isinstance(resolved, ArtifactTarget), values)
     profile = load_profile(device).name if device is not None else None
-    engine = EngineBuildConfig()
-    if fmt in _ENGINE_FORMATS:
+    engine = EngineBuildConfig()  # --precision of a format built from the ONNX artifact
+    if spec.from_onnx:
         engine = EngineBuildConfig.from_options(
             precision=values["precision"], workspace=values["workspace"],
             dla_core=values["dla_core"], min_shapes=values["min_shape"],
@@ -176,8 +190,8 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
             calibrator=values["calibrator"], calib_samples=values["calib_samples"],
             calib_batch=values["calib_batch"], calib_cache=values["calib_cache"],
             timing_cache=values["timing_cache"])
-    precision = PrecisionConfig()
-    if fmt == "onnx" and values["precision"] not in (None, "fp32"):
+    precision = PrecisionConfig()  # --precision of a format made from the model: a conversion
+    if not spec.from_onnx and values["precision"] not in (None, "fp32"):
         precision = PrecisionConfig(
             precision=values["precision"], quantization=values["quantization"] or "static",
             calibrator=values["calibrator"] or "entropy",
@@ -193,14 +207,29 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     except ValidationFailed as exc:
         _print_validation(exc.report.lines(), err=True)
         raise
-    if fmt == "jetson-bundle":
-        _show_bundle(result, engine.precision)
-    elif "quantization" in result.manifest:
+    _SHOW.get(fmt, _show_plugin)(spec, result, options)
+
+
+def _show_onnx_format(spec: ExporterSpec, result: Any, options: ExportOptions) -> None:
+    if "quantization" in result.manifest:
         _show_precision(result)
-    elif fmt == "onnx" and result.manifest["source"].get("kind") == "onnx-file":
+    elif result.manifest["source"].get("kind") == "onnx-file":
         _show_imported(result)
     else:
-        {"onnx": _show_onnx, "nir": _show_nir, "tensorrt": _show_engine}[fmt](result)
+        _show_onnx(result)
+
+
+def _show_plugin(spec: ExporterSpec, result: Any, options: ExportOptions) -> None:
+    """A format without a view of its own here: its validation, its summary, its files."""
+    validation = getattr(result, "validation", None)
+    if validation is not None:
+        _print_validation(validation.lines())
+    for line in spec.summary(result) if spec.summary is not None else ():
+        console.print(line, markup=False, highlight=False)
+    folder = Path(result.folder)
+    files = sorted(p.name for p in folder.iterdir()) if folder.is_dir() else []
+    console.print(f"{spec.name}: {folder}/ ({', '.join(files)})", markup=False,
+                  highlight=False)
 
 
 def _show_imported(result: Any) -> None:
@@ -282,3 +311,12 @@ def _show_bundle(result: Any, precision: str) -> None:
     for command in result.commands["edgekit"]:
         console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
     console.print(f"or trtexec with matching flags: see {result.folder}/README.md")
+
+
+# How the CLI shows each built-in format's result; any other format gets ``_show_plugin``.
+_SHOW: dict[str, Callable[[ExporterSpec, Any, ExportOptions], None]] = {
+    "onnx": _show_onnx_format,
+    "tensorrt": lambda spec, result, options: _show_engine(result),
+    "jetson-bundle": lambda spec, result, options: _show_bundle(result, options.engine.precision),
+    "nir": lambda spec, result, options: _show_nir(result),
+}

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from edgekit.backends import backend_names, list_backends
+from edgekit.cli.choices import LazyHelpOption, RegistryChoice
 from edgekit.cli.common import (
     BATCH,
     COUNT,
@@ -21,7 +22,7 @@ from edgekit.cli.common import (
     write_json,
 )
 from edgekit.cli.fleet import fleet_options, profile_fleet_command
-from edgekit.energy import METER_NAMES
+from edgekit.energy import meter_names
 from edgekit.inputs import parse_inputs
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.run import profile as run_profile
@@ -114,14 +115,22 @@ def render_profile(report: dict[str, Any]) -> Table:
     return table
 
 
+def _provider_names() -> list[str]:
+    return sorted({p for s in list_backends() for p in s.providers})
+
+
+def _provider_help() -> str:
+    return ("Where it runs: " + "; ".join(f"{s.name}: {', '.join(s.providers)}"
+                                          for s in list_backends() if s.providers)
+            + ". Default: cpu.")
+
+
 @click.command("profile")
 @click.argument("target")
-@click.option("--backend", type=click.Choice(backend_names()), default="torch", show_default=True)
-@click.option("--provider",
-              type=click.Choice(sorted({p for s in list_backends() for p in s.providers})),
-              help="Where it runs: " + "; ".join(f"{s.name}: {', '.join(s.providers)}"
-                                                 for s in list_backends() if s.providers)
-              + ". Default: cpu.")
+@click.option("--backend", type=RegistryChoice(backend_names, "backend"), default="torch",
+              show_default=True)
+@click.option("--provider", type=RegistryChoice(_provider_names, "provider"), cls=LazyHelpOption,
+              help_text=_provider_help)
 @click.option("--cuda-graph", is_flag=True,
               help="Replay the inference from a captured CUDA graph: TensorRT (trtexec "
                    "--useCudaGraph), or torch with --provider cuda.")
@@ -133,7 +142,8 @@ def render_profile(report: dict[str, Any]) -> Table:
 @click.option("--duration", type=SECONDS, default=3.0, show_default=True, help="Timed seconds.")
 @click.option("--iterations", type=COUNT,
               help="A fixed number of timed iterations (overrides --duration).")
-@click.option("--energy", type=click.Choice(METER_NAMES), default="auto", show_default=True,
+@click.option("--energy", type=RegistryChoice(meter_names, "meter"), default="auto",
+              show_default=True,
               help="Energy meter; 'auto' uses the profile's sensor and falls back to an estimate.")
 @click.option("--sysfs-root", type=click.Path(exists=True, file_okay=False),
               help="Read the energy sensors under this folder instead of / (a container that "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.precisions import ONNX
+from edgekit.precisions import onnx_names
 
 # Backends that run the converted ONNX artifacts.
 PRECISION_BACKENDS = ("onnxruntime",)
@@ -27,8 +27,8 @@ def parse_precisions(text: str | Sequence[str]) -> tuple[str, ...]:
         raise UsageError(f"--precision takes a comma-separated list such as fp32,int8, "
                          f"got {text!r}")
     for name in names:
-        if name not in ONNX:
-            raise UnknownNameError("precision", name, ONNX)
+        if name not in onnx_names():
+            raise UnknownNameError("precision", name, onnx_names())
     if len(set(names)) != len(names):
         raise UsageError(f"--precision names a precision twice: {text}")
     return tuple(names)

@@ -15,10 +15,9 @@ from edgekit.energy.estimate import EstimatedMeter, NullMeter  # noqa: E402
 from edgekit.energy.jetson import Ina3221Meter  # noqa: E402
 from edgekit.energy.nvml import NvmlDevice, NvmlMeter, PynvmlDevice  # noqa: E402
 from edgekit.energy.rapl import RaplMeter  # noqa: E402
-from edgekit.energy.select import METER_NAMES, open_meter  # noqa: E402
+from edgekit.energy.select import meter_names, open_meter  # noqa: E402
 
 __all__ = [
-    "METER_NAMES",
     "EnergyMeasurement",
     "EnergyMeter",
     "EstimatedMeter",
@@ -29,5 +28,6 @@ __all__ = [
     "PynvmlDevice",
     "RaplMeter",
     "Window",
+    "meter_names",
     "open_meter",
 ]

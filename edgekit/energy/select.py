@@ -22,8 +22,12 @@ from edgekit.energy.registry import get_meter, list_meters
 from edgekit.errors import MissingDependencyError, SensorError
 from edgekit.profiles.schema import DeviceProfile
 
-METER_NAMES = ("auto", *(s.name for s in list_meters()))
 SYSFS_ROOT_ENV = "EDGEKIT_SYSFS_ROOT"
+
+
+def meter_names() -> tuple[str, ...]:
+    """What ``--energy`` takes: "auto" and every registered meter (plugins' included)."""
+    return ("auto", *(s.name for s in list_meters()))
 
 
 def sysfs_root(root: str | os.PathLike[str] | None = None) -> Path:
@@ -48,7 +52,7 @@ def open_meter(
     root: str | os.PathLike[str] | None = None,
     interval_s: float | None = None,
 ) -> EnergyMeter:
-    """The meter for ``request`` (one of METER_NAMES) on the device ``profile`` describes.
+    """The meter for ``request`` (one of ``meter_names()``) on the device ``profile`` describes.
 
     ``root``: where /sys is (None: ``sysfs_root()``). ``interval_s`` overrides the meter's
     sampling period (None: the meter's own default).
