@@ -220,6 +220,19 @@ def _same_kind(actual: np.dtype, declared: str) -> bool:
     return actual.kind in "iu"
 
 
+def parse_dims(dims: str, where: str, example: str) -> tuple[int, ...]:
+    """``"1x3x224x224"`` -> (1, 3, 224, 224), trtexec's DIMS; ``where`` and ``example`` word
+    the one-line error."""
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        raise UsageError(f"{where}: dimensions must be integers separated by 'x', for example "
+                         f"{example}") from None
+    if any(d < 1 for d in shape):
+        raise UsageError(f"{where}: every dimension must be at least 1")
+    return shape
+
+
 def parse_input(text: str) -> InputOverride:
     """``input_ids:1x128:int64:0..30522`` -> an ``InputOverride`` (trtexec's NAME:DIMS, with an
     optional dtype and value range)."""
@@ -231,13 +244,7 @@ def parse_input(text: str) -> InputOverride:
     if dtype is not None and dtype not in DTYPES:
         raise UsageError(f"--input '{text}': unknown dtype '{dtype}'",
                          hint=f"valid: {', '.join(DTYPES)}")
-    try:
-        shape = tuple(int(d) for d in dims.lower().split("x"))
-    except ValueError:
-        raise UsageError(f"--input '{text}': dimensions must be integers separated by 'x' "
-                         f"({INPUT_SYNTAX})") from None
-    if any(d < 1 for d in shape):
-        raise UsageError(f"--input '{text}': every dimension must be at least 1")
+    shape = parse_dims(dims, f"--input '{text}'", "input_ids:1x128")
     value_range = None
     if len(parts) == 4:
         lo, sep, hi = parts[3].partition("..")

@@ -17,9 +17,6 @@ original exception is its ``__cause__``, which ``--debug`` shows.
 """
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import importlib.util
 import inspect
 import os
 import sys
@@ -29,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
+from edgekit.scripts import NotImportable, import_script
 
 GROUPS = ("edgekit.models", "edgekit.datasets", "edgekit.backends", "edgekit.meters",
           "edgekit.precisions", "edgekit.exporters")
@@ -110,22 +108,12 @@ def _load_script(path: Path) -> None:
     if not path.is_file():
         raise PluginError(f"plugin script {path} does not exist",
                           hint=f"check --import and {ENV_VAR}")
-    name = f"edgekit_plugin_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise PluginError(f"plugin script {path} cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    folder = str(path.resolve().parent)
-    sys.path.insert(0, folder)
     try:
-        spec.loader.exec_module(module)
+        import_script(path, "edgekit_plugin")
+    except NotImportable as exc:
+        raise PluginError(str(exc)) from exc
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise _failed(f"plugin script {path}", exc) from exc
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(folder)
 
 
 def _call_if_registrar(obj: Any) -> None:

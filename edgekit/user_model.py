@@ -17,7 +17,6 @@ import importlib
 import importlib.util
 import inspect
 import os
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -154,27 +153,17 @@ def from_object(obj: Any, origin: str, files: Sequence[Path] = ()) -> LoadedMode
     return LoadedModel(module, names, tensors, keywords, origin, tuple(files))
 
 
-def _import_file(path: Path) -> Any:
-    """Import a user's script as a module of its own name (its folder on ``sys.path`` while it
-    imports, so its own neighbours import too)."""
-    name = f"edgekit_user_{hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:12]}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise UsageError(f"{path} cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    folder = str(path.resolve().parent)
-    sys.path.insert(0, folder)
+def import_user_script(path: Path) -> Any:
+    """A user's script as a module (``edgekit.scripts``); its failure is one line."""
+    from edgekit.scripts import NotImportable, import_script
+
     try:
-        spec.loader.exec_module(module)
+        return import_script(path, "edgekit_user")
+    except NotImportable as exc:
+        raise UsageError(str(exc)) from exc
     except Exception as exc:
-        sys.modules.pop(name, None)
         raise UsageError(f"importing {path} failed: {type(exc).__name__}: {exc}",
                          hint="run with --debug for the full trace") from exc
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(folder)
-    return module
 
 
 def load_callable(target: str) -> LoadedModel:
@@ -185,7 +174,7 @@ def load_callable(target: str) -> LoadedModel:
         path = Path(where)
         if not path.is_file():
             raise UsageError(f"{path} does not exist")
-        module = _import_file(path)
+        module = import_user_script(path)
         files = (path.resolve(),)
     else:
         try:

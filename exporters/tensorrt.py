@@ -76,14 +76,9 @@ def parse_shape(text: str, flag: str = "--opt-shape") -> tuple[str, tuple[int, .
     name = name.strip().strip("'\"")
     if not sep or not name or not dims:
         raise UsageError(f"{flag} '{text}': expected NAME:DIMS, for example input:1x1x8x8")
-    try:
-        shape = tuple(int(d) for d in dims.lower().split("x"))
-    except ValueError:
-        raise UsageError(f"{flag} '{text}': dimensions must be integers separated by 'x', "
-                         f"for example input:1x1x8x8") from None
-    if any(d < 1 for d in shape):
-        raise UsageError(f"{flag} '{text}': every dimension must be at least 1")
-    return name, shape
+    from edgekit.inputs import parse_dims
+
+    return name, parse_dims(dims, f"{flag} '{text}'", "input:1x1x8x8")
 
 
 def parse_shapes(specs: Iterable[str], flag: str) -> dict[str, tuple[int, ...]]:

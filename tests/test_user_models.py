@@ -362,3 +362,20 @@ def test_a_users_spiking_module_exports_to_nir_and_simulates(tmp_path):
     one_line_error(result.exit_code, result.output, 2, "not a spiking net edgekit can simulate")
     result = _run("export", f"{MY_MODEL}:build", "--to", "nir", "-o", tmp_path / "no")
     one_line_error(result.exit_code, result.output, 2, "is not a spiking net")
+
+
+def test_a_package_modules_callable_is_a_target(tmp_path, monkeypatch):
+    package = tmp_path / "site" / "acme_models"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "vision.py").write_text(
+        "import torch\n"
+        "def tiny():\n"
+        "    torch.manual_seed(0)\n"
+        "    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(12, 3)),"
+        " torch.rand(2, 3, 4)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))  # as if installed
+    _ok("export", "acme_models.vision:tiny", "-o", tmp_path / "art")
+    m = _manifest(tmp_path / "art")
+    assert m["source"]["name"] == "acme_models.vision:tiny" and m["batch"] == 2
+    assert m["source"]["files"][0]["path"].endswith("vision.py")

@@ -99,14 +99,14 @@ def make_scorer(data: str | Path | None, evaluate: str | None,
 
 
 def _evaluate_scorer(evaluate: str) -> Scorer:
-    from edgekit.user_model import _import_file
+    from edgekit.user_model import import_user_script
 
     where, sep, attr = evaluate.rpartition(":")
     if not sep or not where.endswith(".py") or not attr:
         raise UsageError(f"--evaluate {evaluate}: expected path/to/file.py:function")
     if not Path(where).is_file():
         raise UsageError(f"--evaluate: {where} does not exist")
-    fn = getattr(_import_file(Path(where)), attr, None)
+    fn = getattr(import_user_script(Path(where)), attr, None)
     if fn is None or not callable(fn):
         raise UsageError(f"--evaluate: {where} has no function '{attr}'")
     scorer = Scorer("score", True, f"{Path(where).name}:{attr}", lambda predict: math.nan)
