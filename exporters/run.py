@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -50,7 +50,7 @@ class ExportOptions:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)  # --to onnx: fp16, int8
     force: bool = False  # replace an existing output folder that edgekit did not write
     stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
-    inputs: tuple[InputOverride, ...] = ()  # --input: a user model's or ONNX file's input spec
+    inputs: tuple[InputOverride | str, ...] = ()  # --input: a user model's or ONNX file's spec
 
 
 def _stem(name: str) -> str:
@@ -94,7 +94,8 @@ def _onnx_artifact(target: Target, fmt: str, options: ExportOptions,
 
 
 def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
-           options: ExportOptions | None = None, echo: Echo = _silent) -> Any:
+           options: ExportOptions | None = None, echo: Echo = _silent,
+           inputs: Sequence[InputOverride | str] = ()) -> Any:
     """Export ``target`` to ``output`` (default ``./NAME-FORMAT``) and validate it.
 
     ``to`` names a registered format (``edgekit.exporters.registry``): onnx (from a model, or
@@ -102,9 +103,12 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
     (from either, or from an ONNX artifact folder), or a plugin's. Returns the exporter's
     result (folder, manifest, validation); raises ``ValidationFailed`` beyond tolerance and
     leaves no half-made folder. ``options`` default to ``ExportOptions()`` (made per call: a
-    default made at import would read the precision registry, and load plugins, mid-import).
+    default made at import would read the precision registry, and load plugins, mid-import);
+    ``inputs`` (``--input``, as text or ``InputOverride``) add to ``options.inputs``.
     """
     options = options if options is not None else ExportOptions()
+    if inputs:
+        options = replace(options, inputs=(*options.inputs, *inputs))
     spec = get_exporter(to)
     check_tolerances(options.atol, options.rtol)  # before any work
     if options.batch is not None and options.batch < 1:

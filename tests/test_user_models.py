@@ -268,6 +268,8 @@ def test_the_python_api_takes_a_module_and_its_example(tmp_path):
     assert result.manifest["source"]["kind"] == "module"
     checked = edgekit.validate(module, inputs=["image:1x3x32x32"])
     assert checked.report.passed
+    bare = edgekit.export(module, tmp_path / "bare", inputs=["image:2x3x16x16"])
+    assert bare.manifest["inputs"][0]["shape"] == [2, 3, 16, 16]
     with pytest.raises(UsageError, match="module object in Python"):
         edgekit.validate(str(tmp_path / "art"), against="torch")
 
