@@ -265,6 +265,8 @@ def _like(default: Any, value: Any) -> bool:
         return False
     if not default:
         return True
+    if all(isinstance(d, (tuple, list)) for d in default):  # rows of a pattern, any length
+        return all(isinstance(v, list) for v in value)
     if len({type(d) for d in default}) == 1:  # widths, names: any number of them
         return all(_like(default[0], v) for v in value)
     return len(value) == len(default) and all(
@@ -272,7 +274,8 @@ def _like(default: Any, value: Any) -> bool:
 
 
 def _norm(value: Any) -> Any:
-    return list(value) if isinstance(value, tuple) else value
+    """``value`` as JSON gives it back: tuples, at any depth, as lists."""
+    return [_norm(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
 def _state_mismatch(model: nn.Module, state: dict[str, Any]) -> tuple[list[str], list[str]]:

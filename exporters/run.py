@@ -212,6 +212,7 @@ def _calib_file(options: ExportOptions) -> list[Path]:
 
 def _check_target(target: Target, to: str, options: ExportOptions) -> None:
     """What this target cannot be exported to, in one line before any work."""
+    _check_stream(target, to, options)
     if isinstance(target, ArtifactTarget) and to in ("onnx", "nir") \
             and options.precision.precision == "fp32":
         raise UsageError(f"{target.folder} is already an artifact; --to {to} exports a model",
@@ -223,7 +224,6 @@ def _check_target(target: Target, to: str, options: ExportOptions) -> None:
     if isinstance(target, ModelSource) and to == "nir" and not target.spiking:
         raise UsageError(f"{target.name} is not a spiking net; NIR describes spiking nets",
                          hint="export it with --to onnx")
-    _check_stream(target, to, options)
 
 
 def _check_stream(target: Target, to: str, options: ExportOptions) -> None:
