@@ -145,11 +145,14 @@ def measure_beside(target: Any, report: dict[str, Any], *, duration_s: float = 2
         raise UsageError(f"--measure compares with the estimate for this machine's profile "
                          f"{here.name}, which has no fp32 peak or bandwidth",
                          hint="run 'edgekit devices --calibrate' first")
+    provider = "cuda" if here.kind in ("gpu", "jetson") else None  # where the estimate is for
     settings = ProfileSettings(backend=backend, batch=report["batch"], threads=threads,
-                               plan=TimingPlan(duration_s=duration_s), energy="none")
+                               plan=TimingPlan(duration_s=duration_s), energy="none",
+                               provider=provider)
     measured = profile(resolved, settings)
     p50 = measured["latency_ms"]["p50"]
     return {"device": here.name, "calibrated": here.calibrated, "backend": backend,
+            "provider": provider or "cpu",
             "precision": "fp32", "threads": measured["settings"]["threads"],
             "measured_p50_ms": p50, "estimated_ms": analysis_row["latency_ms"],
             "ratio": p50 / analysis_row["latency_ms"],
