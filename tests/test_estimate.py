@@ -90,12 +90,12 @@ def test_roofline_picks_the_bound_per_layer() -> None:
     heavy = Layer("matmul", "Linear", flops=10**6, activations=Footprint(floats=250))  # 1 KB
     stream = Layer("copy", "ReLU", flops=0, activations=Footprint(floats=10**6))  # 4 MB
     analysis = Analysis("m", "hand", "hand", (heavy, stream), Footprint(), (Footprint(),))
-    row = roofline(analysis, _profile(peak=1e9, bandwidth=1e9), "fp32")
+    row = roofline(analysis, _profile(peak=1e9, bandwidth=1e9), "fp32", per_layer=True)
     # matmul: 1e6 / 1e9 = 1 ms compute > 1e3 B / 1e9 = 1 us memory; copy: 4e6 B / 1e9 = 4 ms
     assert row["layers_bound"] == ["compute", "memory"]
     assert row["latency_ms"] == pytest.approx(1.0 + 4.0)
     assert (row["compute_bound_layers"], row["memory_bound_layers"]) == (1, 1)
-    slow_memory = roofline(analysis, _profile(peak=1e9, bandwidth=1e6), "fp32")
+    slow_memory = roofline(analysis, _profile(peak=1e9, bandwidth=1e6), "fp32", per_layer=True)
     assert slow_memory["layers_bound"] == ["memory", "memory"]  # 1 ms vs 1e3 / 1e6 = 1 ms: tie
     no_peak = roofline(analysis, _profile(peak=1e9, bandwidth=1e9), "fp16")
     assert no_peak["latency_ms"] is None and "no peak" in no_peak["note"]
@@ -171,3 +171,21 @@ def test_measure_sets_the_measurement_beside_the_calibrated_estimate() -> None:
     report = estimate("ds-cnn", precisions=("fp32",))
     assert report["estimates"][0]["peak_flops_per_s"] == 1e11  # the calibrated figure
     assert "measured / estimated =" in result.output and f"measured here on {name}" in result.output
+
+
+def test_compare_adds_marked_estimated_rows(tmp_path: Path) -> None:
+    model = str(_tiny_onnx(tmp_path / "tiny.onnx"))
+    out = tmp_path / "compare.json"
+    result = CliRunner().invoke(cli, ["compare", model, "--duration", "0.1", "--estimate-device",
+                                      "jetson-nano", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(out.read_text())["rows"]
+    measured, estimated = rows
+    assert "estimated" not in measured and estimated["estimated"] is True
+    assert estimated["backend"] == "estimated: jetson-nano"
+    assert estimated["energy_source"] == "not measured (estimated row)"
+    assert estimated["pareto_latency"] is estimated["pareto_energy"] is False
+    assert estimated["latency_p50_ms"] == estimated["estimate"]["latency_ms"] > 0
+    assert "~ estimated: latency is the roofline lower bound" in result.output
+    bad = CliRunner().invoke(cli, ["compare", model, "--estimate-device", "nope"])
+    one_line_error(bad.exit_code, bad.output, 2, "unknown device profile 'nope'")

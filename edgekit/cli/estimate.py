@@ -46,7 +46,9 @@ def _fits(row: dict[str, Any]) -> str:
     if row["fits"] is None:
         return "- (memory size unknown)"
     verdict = "yes" if row["fits"] else "[red]no[/red]"
-    return f"{verdict} ({row['memory_share'] * 100:.2g} % of {_size(row['memory_bytes'])})"
+    share = row["memory_share"] * 100
+    return f"{verdict} ({f'{share:.2g}' if share >= 0.01 else '<0.01'} % of " \
+           f"{_size(row['memory_bytes'])})"
 
 
 def render_estimates(report: dict[str, Any]) -> Table:

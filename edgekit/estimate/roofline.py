@@ -34,8 +34,10 @@ def _cite(profile: DeviceProfile, field: str) -> str | None:
     return profile.sources.get(field)
 
 
-def roofline(analysis: Analysis, profile: DeviceProfile, precision: str) -> dict[str, Any]:
-    """The estimate of ``analysis`` on ``profile`` at ``precision``, as report data."""
+def roofline(analysis: Analysis, profile: DeviceProfile, precision: str,
+             per_layer: bool = False) -> dict[str, Any]:
+    """The estimate of ``analysis`` on ``profile`` at ``precision``, as report data; with
+    ``per_layer``, each layer's time and bound too (``layers_ms``, ``layers_bound``)."""
     width = get_precision(precision).element_bytes
     peak = profile.peak_for(precision)
     bandwidth = profile.memory_bandwidth_bytes_s
@@ -71,7 +73,8 @@ def roofline(analysis: Analysis, profile: DeviceProfile, precision: str) -> dict
              for layer in analysis.layers]
     compute = sum(c > m for _, c, m in times)
     row.update(latency_ms=sum(max(c, m) for _, c, m in times) * 1e3,
-               compute_bound_layers=compute, memory_bound_layers=len(times) - compute,
-               layers_ms=[max(c, m) * 1e3 for _, c, m in times],
-               layers_bound=["compute" if c > m else "memory" for _, c, m in times])
+               compute_bound_layers=compute, memory_bound_layers=len(times) - compute)
+    if per_layer:
+        row.update(layers_ms=[max(c, m) * 1e3 for _, c, m in times],
+                   layers_bound=["compute" if c > m else "memory" for _, c, m in times])
     return row

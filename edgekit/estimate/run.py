@@ -103,7 +103,7 @@ def estimate(target: Any, devices: Sequence[str] | None = None,
     profiles = device_profiles(devices)
     resolved = resolve_target(target, inputs=inputs, batch=batch)
     analysis = analyse(resolved, batch)
-    estimates = [roofline(analysis, profile, precision)
+    estimates = [roofline(analysis, profile, precision, per_layer=True)
                  for profile in profiles for precision in precisions]
     return {
         "target": analysis.name,
@@ -135,13 +135,11 @@ def measure_beside(target: Any, report: dict[str, Any], *, duration_s: float = 2
     resolved = resolve_target(target, inputs=inputs, batch=report["batch"])
     backend = "torch" if isinstance(resolved, ModelSource) else "onnxruntime"
     here = detect_profile()
-    analysis_row = next((e for e in report["estimates"]
+    here_row = next((e for e in report["estimates"]
                          if e["device"] == here.name and e["precision"] == "fp32"), None)
-    if analysis_row is None:
-        analysis_row = roofline(analyse(resolved, report["batch"]), here, "fp32")
-        analysis_row.pop("layers_ms", None)
-        analysis_row.pop("layers_bound", None)
-    if analysis_row["latency_ms"] is None:
+    if here_row is None:
+        here_row = roofline(analyse(resolved, report["batch"]), here, "fp32")
+    if here_row["latency_ms"] is None:
         raise UsageError(f"--measure compares with the estimate for this machine's profile "
                          f"{here.name}, which has no fp32 peak or bandwidth",
                          hint="run 'edgekit devices --calibrate' first")
@@ -154,7 +152,7 @@ def measure_beside(target: Any, report: dict[str, Any], *, duration_s: float = 2
     return {"device": here.name, "calibrated": here.calibrated, "backend": backend,
             "provider": provider or "cpu",
             "precision": "fp32", "threads": measured["settings"]["threads"],
-            "measured_p50_ms": p50, "estimated_ms": analysis_row["latency_ms"],
-            "ratio": p50 / analysis_row["latency_ms"],
+            "measured_p50_ms": p50, "estimated_ms": here_row["latency_ms"],
+            "ratio": p50 / here_row["latency_ms"],
             "ratio_formula": "measured median latency / roofline estimate (>= 1 expected: the "
                              "estimate is a lower bound)"}
