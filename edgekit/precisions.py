@@ -29,6 +29,12 @@ class Precision:
     # 2^-7). Validation of a reduced-precision ONNX artifact scales its tolerance by it.
     roundoff: float
     onnx: bool = False  # edgekit makes an ONNX Runtime artifact of it (``export --precision``)
+    bits: int | None = None  # storage width of one element (tf32 is stored as 32); None: unknown
+
+    @property
+    def element_bytes(self) -> float | None:
+        """Bytes one weight or activation takes at this precision, for ``edgekit estimate``."""
+        return self.bits / 8 if self.bits else None
 
     @property
     def unit(self) -> str:
@@ -52,16 +58,20 @@ def get_precision(name: str) -> Precision:
     return _PRECISIONS.get(name)
 
 
-register_precision(Precision(name="fp64", torch_dtype="float64", roundoff=2.0**-53))
+register_precision(Precision(name="fp64", torch_dtype="float64", roundoff=2.0**-53, bits=64))
 register_precision(Precision(name="fp32", torch_dtype="float32", calibrate=True,
-                             trtexec_flag="--noTF32", column=True, roundoff=2.0**-24, onnx=True))
-register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True, roundoff=2.0**-11))
+                             trtexec_flag="--noTF32", column=True, roundoff=2.0**-24, onnx=True,
+                             bits=32))
+register_precision(Precision(name="tf32", torch_dtype="float32", gpu_only=True, roundoff=2.0**-11,
+                             bits=32))
 register_precision(Precision(name="fp16", torch_dtype="float16", calibrate=True,
                              trtexec_flag="--fp16", builder_flag="FP16", column=True,
-                             roundoff=2.0**-11, onnx=True))
-register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True, roundoff=2.0**-8))
+                             roundoff=2.0**-11, onnx=True, bits=16))
+register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True, roundoff=2.0**-8,
+                             bits=16))
 register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
-                             builder_flag="INT8", column=True, roundoff=2.0**-7, onnx=True))
+                             builder_flag="INT8", column=True, roundoff=2.0**-7, onnx=True,
+                             bits=8))
 
 
 

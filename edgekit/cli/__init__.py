@@ -53,7 +53,7 @@ def _internal_error(exc: BaseException) -> NoReturn:
     sys.exit(INTERNAL_ERROR_EXIT)
 # edgekit.cli.<name> defines the command <name>.
 _COMMANDS = ("devices", "models", "datasets", "train", "export", "validate", "profile",
-             "compare", "simulate", "fleet", "report", "tour")
+             "estimate", "compare", "simulate", "fleet", "report", "tour")
 
 
 @cache

@@ -78,6 +78,8 @@ def to_csv(result: dict[str, Any]) -> str:
     columns = (*CSV_COLUMNS[:2], result["metric"], *CSV_COLUMNS[2:])
     if result.get("precisions"):
         columns = (*columns, "validated")
+    if result.get("estimated_devices"):
+        columns = (*columns, "estimated", "estimate_device")
     if any("sops_per_sample" in r for r in result["rows"]):
         columns = (*columns, *SPIKING_COLUMNS)
     writer = csv.DictWriter(buf, fieldnames=columns, extrasaction="ignore")
@@ -117,6 +119,10 @@ def to_csv(result: dict[str, Any]) -> str:
               help="Your own models: score each with FUNCTION of path/to/file.py:FUNCTION, "
                    "called with predict(inputs dict) -> outputs dict; it returns a number "
                    "(higher is better) or {metric, value, higher_is_better}.")
+@click.option("--estimate-device", "estimate_devices", multiple=True, metavar="NAME|all",
+              help="Add an estimated row per model for this device profile (repeatable; 'all'): "
+                   "latency from 'edgekit estimate', energy not measured, marked ~, off the "
+                   "fronts.")
 @input_option
 @fleet_options
 def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...], batch: int,
@@ -124,7 +130,7 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
             data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
             from_paths: tuple[str, ...], evaluate: str | None, inputs: tuple[str, ...],
-            **fleet: Any) -> None:
+            estimate_devices: tuple[str, ...], **fleet: Any) -> None:
     """Compare models on their task metric, latency and energy.
 
     \b
@@ -142,6 +148,9 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
         raise UsageError("--precision applies to a compare run here, not to --from or a fleet")
     if from_paths and (evaluate or inputs):
         raise UsageError("--evaluate and --input apply to a compare run, not to --from")
+    if (from_paths or fleet["fleet_scheduler"]) and estimate_devices:
+        raise UsageError("--estimate-device applies to a compare run here, not to --from or a "
+                         "fleet")
     if (from_paths or fleet["fleet_scheduler"]) and len(backends) > 1:
         raise UsageError("several backends apply to a compare run here, not to --from or a fleet")
     if from_paths or fleet["fleet_scheduler"]:
@@ -152,7 +161,8 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
     with progress_bars(transient=False) as progress:
         result = run_compare(list(names), settings, data=data, progress=progress,
                              precisions=precisions, backends=backends, evaluate=evaluate,
-                             inputs=tuple(parse_inputs(inputs)))
+                             inputs=tuple(parse_inputs(inputs)),
+                             estimate_devices=estimate_devices)
     console.print(render_compare(result))
     if not result.get("scored", True):
         console.print("not scored: give --data FILE.npz (an array per input and labels) or "
@@ -165,6 +175,9 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
         console.print(f"MSOPs, 45nm µJ: spiking rows, counted as 'edgekit simulate' counts them on "
                       f"the first {spiking[0]['spiking_samples']} test samples; "
                       f"{spiking[0]['energy_45nm_formula']}, Horowitz ISSCC 2014 45 nm")
+    if result.get("estimated_devices"):
+        console.print("~ estimated: latency is the roofline lower bound of 'edgekit estimate' "
+                      "from the profile's peaks, energy not measured; off the fronts")
     if any(r.get("validated") is False for r in result["rows"]):
         console.print("! outside the precision's tolerance against the FP32 reference (its "
                       f"{result['metric']} shows what that costs)")

@@ -134,13 +134,16 @@ def compare(names: Sequence[Any],
             data: str | Path | None = None, progress: Progress | None = None,
             precisions: Sequence[str] | None = None,
             backends: Sequence[str] | None = None, evaluate: str | None = None,
-            inputs: tuple[InputOverride, ...] = ()) -> dict[str, Any]:
+            inputs: tuple[InputOverride, ...] = (),
+            estimate_devices: Sequence[str] = ()) -> dict[str, Any]:
     """Rows for each name, checkpoint, artifact folder or user's model (in order) with
     ``pareto_latency`` / ``pareto_energy`` flags; with ``precisions``, one row per name and
     precision (ONNX Runtime artifacts of each); with ``backends`` (default: ``settings.backend``
     alone), one row per name and backend. The fronts are drawn across all rows. A user's model
     is scored on ``data`` (an array per input and ``labels``) or by ``evaluate``
-    (``compare/user.py``); with neither its rows carry the efficiency figures alone."""
+    (``compare/user.py``); with neither its rows carry the efficiency figures alone. Each
+    profile of ``estimate_devices`` adds an estimated twin of every row, off the fronts
+    (``compare/estimated.py``)."""
     if not names:
         raise UsageError("compare needs at least one model name")
     backends = tuple(backends or (settings.backend,))
@@ -173,6 +176,10 @@ def compare(names: Sequence[Any],
                          hint="compare the models of each task separately")
     if settings.device is not None:
         load_profile(settings.device)  # so does a bad --device
+    if estimate_devices:
+        from edgekit.estimate import device_profiles
+
+        device_profiles(estimate_devices)  # and a bad --estimate-device
     if evaluate is not None and any(t is not None for t in trained):
         raise UsageError("--evaluate scores your own models; the built-in ones are scored on "
                          "their datasets")
@@ -196,7 +203,16 @@ def compare(names: Sequence[Any],
         refused += skipped
     if not rows:
         raise UsageError(f"every precision was refused: {'; '.join(refused)}")
-    return _with_fronts(rows, refused, backends, precisions, scorer)
+    result = _with_fronts(rows, refused, backends, precisions, scorer)
+    if estimate_devices:
+        from edgekit.compare.estimated import ENERGY_SOURCE, estimated_rows
+
+        result["rows"] += estimated_rows(rows, dict(zip(labels, targets, strict=True)),
+                                         estimate_devices, settings.batch)
+        result["estimated_devices"] = sorted({r["estimate_device"] for r in result["rows"]
+                                              if r.get("estimated")})
+        result["energy_sources"].append(ENERGY_SOURCE)
+    return result
 
 
 def _with_fronts(rows: list[dict[str, Any]], refused: list[str], backends: Sequence[str],

@@ -32,15 +32,15 @@ def columns(result: dict[str, Any]) -> list[str]:
 
 def cells(result: dict[str, Any], row: dict[str, Any], dash: str = "-") -> list[str]:
     """One row's cells, in the order of ``columns``: the mark is ``*`` on the latency front,
-    ``†`` on the energy front, ``!`` where validation failed."""
+    ``†`` on the energy front, ``!`` where validation failed, ``~`` an estimated row."""
     mark = ("*" * bool(row["pareto_latency"]) + "†" * bool(row["pareto_energy"])
-            + "!" * (row.get("validated") is False))
+            + "!" * (row.get("validated") is False) + "~" * bool(row.get("estimated")))
     score = row[result["metric"]]
     return [
         mark, row["name"], *([str(row.get("precision", dash))] if _by_precision(result) else []),
         *([str(row.get("backend", dash))] if _by_backend(result) else []),
         format_score(result["metric"], score) if _finite(score) else dash,
-        f"{row['params']:,}", _cell(row["flops_per_sample"], ".3f", 1e-6, dash),
+        _cell(row["params"], ",", 1, dash), _cell(row["flops_per_sample"], ".3f", 1e-6, dash),
         *([_cell(row.get("sops_per_sample"), ".3f", 1e-6, dash),
            _cell(row.get("energy_45nm_j"), ".3f", 1e6, dash)] if _spiking(result) else []),
         *([_cell(row.get("size_bytes"), ".1f", 1 / 1024, dash)] if _by_precision(result) else []),
@@ -54,7 +54,8 @@ def _by_precision(result: dict[str, Any]) -> bool:
 
 
 def _by_backend(result: dict[str, Any]) -> bool:
-    return len(result.get("backends", ())) > 1
+    """Several backends, or estimated rows, whose backend cell names their device."""
+    return len(result.get("backends", ())) > 1 or bool(result.get("estimated_devices"))
 
 
 def _spiking(result: dict[str, Any]) -> bool:
