@@ -24,10 +24,12 @@ _DESCRIBE_TIMEOUT_S = 120.0  # importing torch on a Jetson Nano's SD card takes 
 _HERE: dict[str, Any] = {}  # what this agent said about its device at start-up
 
 
-def describe_device(device: str | None) -> dict[str, Any]:
-    """This machine's profile (``device`` checked, else detected) and readable power sensors,
-    found by a child process so the agent never imports torch."""
-    cmd = module_command("edgekit.fleet.child", "describe", *([device] if device else []))
+def describe_device(device: str | None, as_device: bool = False) -> dict[str, Any]:
+    """This machine's profile (``device`` checked against the hardware, or only its label with
+    ``as_device``; else detected) and readable power sensors, found by a child process so the
+    agent never imports torch."""
+    args = ([device] if device else []) + (["as"] if as_device else [])
+    cmd = module_command("edgekit.fleet.child", "describe", *args)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=_DESCRIBE_TIMEOUT_S,
                              check=False, stdin=subprocess.DEVNULL)
@@ -41,6 +43,12 @@ def describe_device(device: str | None) -> dict[str, Any]:
     if "error" in found:
         raise UsageError(found["error"])
     return found
+
+
+def labelled_only() -> bool:
+    """True when this agent serves under a profile its hardware is not (``--as-device``): its
+    jobs' reports then say where they were measured."""
+    return bool(_HERE.get("measured_on"))
 
 
 def describe_here() -> dict[str, Any]:
