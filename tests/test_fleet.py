@@ -398,3 +398,49 @@ def test_a_users_own_model_goes_to_the_fleet_scored_on_the_users_data(cluster, t
     assert code == 0, out
     (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
     assert prof["source"]["inputs"][0]["shape"] == [1, 3, 16, 16]
+
+
+def _listening_ports(pid: int) -> set[int]:
+    return {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_no_http_server_unless_asked_for(cluster, tmp_path):
+    """Dask starts an unauthenticated HTTP server (/info/logs, /metrics; the scheduler's on
+    8787 of every interface it listens on) beside every scheduler and worker: a fleet's
+    processes listen on their Dask port alone, and --dashboard opens one on localhost."""
+    import urllib.request
+
+    cluster.add("orin-1", ORIN)
+    with cluster.client():
+        pass
+    port = int(cluster.address.rsplit(":", 1)[1])
+    assert _listening_ports(cluster.scheduler.pid) == {port}
+    assert len(_listening_ports(cluster.workers["orin-1"].pid)) == 1  # its Dask port, no HTTP
+
+    http = _free_port()
+    proc = subprocess.Popen([*EXE, "fleet", "scheduler", "--port", "0", "--dashboard", str(http)],
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        lines, said = lines_of(proc.stderr), []
+        while not any(line.startswith("dashboard on ") for line in said):
+            said.append((lines.get(timeout=START_S) or "").rstrip())
+            assert said[-1] or proc.poll() is None, said
+        assert f"dashboard on http://127.0.0.1:{http}/ (no authentication)" in said, said
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=10) as answer:
+            assert answer.status == 200
+        opened = [c for c in psutil.Process(proc.pid).net_connections(kind="tcp")
+                  if c.status == psutil.CONN_LISTEN and c.laddr.port == http]
+        assert [c.laddr.ip for c in opened] == ["127.0.0.1"]  # localhost unless told otherwise
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

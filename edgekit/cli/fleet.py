@@ -206,13 +206,21 @@ def fleet() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Where to listen; 0.0.0.0 (every interface) to let other machines join.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8786, show_default=True)
+@click.option("--dashboard", metavar="[HOST:]PORT", is_flag=False, flag_value="8787",
+              help="Serve Dask's HTTP dashboard (no authentication) on this port, on localhost "
+                   "unless a host is given; --dashboard alone: 8787. Default: no HTTP server.")
 @_TLS
-def scheduler(host: str, port: int, tls_dir: str | None) -> None:
+def scheduler(host: str, port: int, dashboard: str | None, tls_dir: str | None) -> None:
     """Run the fleet's scheduler until interrupted."""
-    from edgekit.fleet.scheduler import run_scheduler
+    from edgekit.fleet.scheduler import dashboard_address, run_scheduler
 
-    run_scheduler(host, port, tls_dir=tls_dir,
-                  ready=lambda where: err_console.print(f"fleet scheduler listening on {where}"))
+    def ready(where: str, url: str | None) -> None:
+        err_console.print(f"fleet scheduler listening on {where}", soft_wrap=True)
+        if url is not None:
+            err_console.print(f"dashboard on {url} (no authentication)", soft_wrap=True)
+
+    run_scheduler(host, port, tls_dir=tls_dir, ready=ready,
+                  dashboard=None if dashboard is None else dashboard_address(dashboard))
 
 
 @fleet.command("worker")

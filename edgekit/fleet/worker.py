@@ -17,6 +17,7 @@ from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.fleet.engine import address, distributed, resource_for, security
+from edgekit.fleet.scheduler import CLOSED_HTTP, without_http
 from edgekit.interpreter import module_command
 from edgekit.provenance import library_versions
 
@@ -76,8 +77,9 @@ async def _serve(where: str, device: str, name: str, sec: Any) -> None:
     with dask.config.set(QUIET_AGENT):
         worker = distributed().Worker(where, nthreads=1, resources={resource_for(device): 1},
                                       name=name, security=sec, dashboard=False,
-                                      memory_limit=0)
+                                      dashboard_address=CLOSED_HTTP, memory_limit=0)
         async with worker:
+            without_http(worker)  # started with the worker: no HTTP server on a device
             await worker.finished()
 
 
