@@ -137,10 +137,11 @@ def io_records(path: Path) -> tuple[list[dict], list[dict]]:
 
 
 def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
-                  atol: float, rtol: float) -> ValidationReport:
+                  atol: float, rtol: float, scale_small: bool = False) -> ValidationReport:
     """Run ONNX Runtime and PyTorch on ``VALIDATION_DRAWS`` draws of the entry's example
     inputs at each batch size (``validation_seeds``); a stream on a chain of
-    ``STREAM_VALIDATION_FRAMES`` frames from its initial state, each side fed its own state."""
+    ``STREAM_VALIDATION_FRAMES`` frames from its initial state, each side fed its own state.
+    ``scale_small``: ``atol`` is the model's default (``validate.scale_atol``)."""
     from edgekit.backends import OnnxRuntimeRunner
 
     actual: dict[str, list[np.ndarray]] = {}
@@ -175,7 +176,8 @@ def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
             if form.stream is not None else
             f"example inputs ({form.source.inputs.describe()}), batch {sizes} "
             f"({VALIDATION_DRAWS} draws each)")
-    return compare_outputs(flat_a, flat_r, atol, rtol, against="torch", inputs=what)
+    return compare_outputs(flat_a, flat_r, atol, rtol, against="torch", inputs=what,
+                           scale_small=scale_small)
 
 
 def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,
@@ -193,6 +195,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
         raise UsageError(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
     if batch < 1:
         raise UsageError(f"--batch must be at least 1, got {batch}")
+    default_atol = atol is None  # a default is held to a small output's scale; a given one not
     atol = settings.atol if atol is None else atol
     rtol = settings.rtol if rtol is None else rtol
     form = graph_form(source, stream)
@@ -206,7 +209,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
                                   input_names=form.input_names, output_names=form.output_names,
                                   dynamo=settings.dynamo, dynamic_batch=dynamic_batch)
         batches = DYNAMIC_VALIDATION_BATCHES if dynamic_batch else (batch,)
-        report = validate_onnx(model_path, form, batches, atol, rtol)
+        report = validate_onnx(model_path, form, batches, atol, rtol, default_atol)
         if not report.passed:
             raise ValidationFailed(report, f"export of {source.name}")
         in_rec, out_rec = io_records(model_path)

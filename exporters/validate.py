@@ -4,6 +4,13 @@ Results are data: per output the shape check, max / median / p90 / p95 / p99 abs
 relative error (nearest-rank percentiles, as trtexec and the profiler: always an observed value,
 never an interpolation), and the verdict under ``|a - r| <= atol + rtol * |r|``
 (numpy.allclose). All failures are collected before one verdict is given.
+
+A default ``atol`` is an absolute figure chosen for outputs of order one: on an output whose
+reference peaks at 1e-3 (``resformer-ann``'s logits), atol 1e-4 is 10 % of its scale, and a
+graph off by that much passes. So, where the tolerance is the model's default rather than the
+user's, the absolute term of an FP32 check is at most ``SCALE_SHARE`` of the output's largest
+reference magnitude (``scaled_atol``, shown in the report). Reduced precisions keep their own
+rule (``quantize.precision_tolerance`` widens it by the precision's grid instead).
 """
 from __future__ import annotations
 
@@ -15,6 +22,7 @@ import numpy as np
 from edgekit.errors import CheckFailed, UsageError
 
 _REL_FLOOR = 1e-12  # relative error of an exact zero reference is measured against this floor
+SCALE_SHARE = 1e-2  # a default atol is at most this share of an output's reference peak
 PERCENTILE_METHOD = "nearest-rank"  # the same as edgekit.profiler.stats
 
 
@@ -38,6 +46,9 @@ class OutputComparison:
     atol: float
     rtol: float
     constant_reference: bool = False  # every reference element equal: the check proves nothing
+    scaled_atol: float | None = None  # the atol applied, where SCALE_SHARE of a small output's
+    # peak is less than ``atol``; None: ``atol`` itself
+    peak: float | None = None  # the reference's largest magnitude, where scaled_atol is set
 
     @property
     def passed(self) -> bool:
@@ -52,9 +63,11 @@ class OutputComparison:
             return (f"{mark} {self.name}: the reference is constant (all {self.elements} "
                     f"elements equal), so any graph returning that constant would pass; a silent "
                     f"or untrained net proves nothing")
+        atol = (f"atol {self.atol:g}" if self.scaled_atol is None else
+                f"atol {self.scaled_atol:.3g} = {SCALE_SHARE:.0%} of the output's peak "
+                f"{self.peak:.3g}, not {self.atol:g}")
         return (f"{mark} {self.name}: max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g} "
-                f"(atol {self.atol:g}, rtol {self.rtol:g}; "
-                f"{self.mismatched}/{self.elements} outside)")
+                f"({atol}, rtol {self.rtol:g}; {self.mismatched}/{self.elements} outside)")
 
 
 @dataclass(frozen=True)
@@ -114,17 +127,32 @@ def is_constant(reference: np.ndarray) -> bool:
     return bool(spread <= float(np.finfo(np.float32).eps) * max(1.0, float(np.abs(r).max())))
 
 
+def scale_atol(reference: np.ndarray, atol: float) -> tuple[float, float] | None:
+    """``(atol to apply, reference peak)`` where ``SCALE_SHARE`` of the output's largest finite
+    reference magnitude is below ``atol`` (a small output); None where ``atol`` stands."""
+    r = np.abs(np.asarray(reference, dtype=np.float64))
+    r = r[np.isfinite(r)]
+    peak = float(r.max()) if r.size else 0.0
+    if peak == 0.0 or SCALE_SHARE * peak >= atol:  # all zero: the constant check refuses it
+        return None
+    return SCALE_SHARE * peak, peak
+
+
 def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
-                   atol: float, rtol: float) -> OutputComparison:
+                   atol: float, rtol: float, *, scale_small: bool = False) -> OutputComparison:
+    """One output's statistics and verdict; ``scale_small``: ``atol`` is a default, to be
+    held to ``SCALE_SHARE`` of a small output's scale (module docstring)."""
     a = np.asarray(actual, dtype=np.float64)
     r = np.asarray(reference, dtype=np.float64)
     if a.shape != r.shape:
         nan = float("nan")
         return OutputComparison(name, a.shape, r.shape, *([nan] * 10), int(r.size), int(r.size),
                                 atol, rtol)
+    scaled = scale_atol(r, atol) if scale_small else None
+    applied = atol if scaled is None else scaled[0]
     diff = np.abs(a - r).ravel()
     rel = diff / np.maximum(np.abs(r).ravel(), _REL_FLOOR)
-    bad = int(np.count_nonzero(~(diff <= atol + rtol * np.abs(r).ravel())))  # NaN counts as bad
+    bad = int(np.count_nonzero(~(diff <= applied + rtol * np.abs(r).ravel())))  # NaN is bad
     return OutputComparison(
         name, a.shape, r.shape,
         float(diff.max(initial=0.0)), _percentile(diff, 50), _percentile(diff, 90),
@@ -132,6 +160,7 @@ def compare_output(name: str, actual: np.ndarray, reference: np.ndarray,
         float(rel.max(initial=0.0)), _percentile(rel, 50), _percentile(rel, 90),
         _percentile(rel, 95), _percentile(rel, 99),
         bad, int(r.size), atol, rtol, is_constant(r),
+        None if scaled is None else scaled[0], None if scaled is None else scaled[1],
     )
 
 
@@ -145,12 +174,16 @@ def check_tolerances(atol: float | None, rtol: float | None) -> None:
 
 def compare_outputs(actual: dict[str, np.ndarray], reference: dict[str, np.ndarray],
                     atol: float, rtol: float, against: str = "torch",
-                    inputs: str = "example inputs") -> ValidationReport:
+                    inputs: str = "example inputs", *,
+                    scale_small: bool = False) -> ValidationReport:
+    """Every output of ``reference`` against ``actual``; ``scale_small``: ``atol`` is a default
+    FP32 tolerance, held to ``SCALE_SHARE`` of each small output's scale."""
     check_tolerances(atol, rtol)
     missing = set(reference) - set(actual)
     if missing:
         raise CheckFailed(f"exported model lacks output(s) {', '.join(sorted(missing))}")
     return ValidationReport(
-        tuple(compare_output(n, actual[n], reference[n], atol, rtol) for n in reference),
+        tuple(compare_output(n, actual[n], reference[n], atol, rtol, scale_small=scale_small)
+              for n in reference),
         against, inputs,
     )

@@ -42,7 +42,7 @@ def _read_text(path: Path) -> str | None:
     return raw.decode("utf-8", "replace").replace("\x00", " ").strip() or None
 
 
-def _jetson_identity(root: Path) -> Iterator[tuple[str, str]]:
+def jetson_identity(root: Path) -> Iterator[tuple[str, str]]:
     """The device-tree model (names the module), then the L4T release line (names the SoC)."""
     model = _read_text(root / "proc/device-tree/model")
     if model:
@@ -52,7 +52,7 @@ def _jetson_identity(root: Path) -> Iterator[tuple[str, str]]:
         yield "nv_tegra_release", release.splitlines()[0]
 
 
-def _nvml_gpus() -> list[tuple[str, int]]:
+def nvml_gpus() -> list[tuple[str, int]]:
     """(name, memory bytes) of each NVIDIA GPU; [] without pynvml or a working driver."""
     try:
         import pynvml
@@ -105,11 +105,11 @@ def detect_profile(root: Path = Path("/"), *, machine: str | None = None) -> Dev
     on one device.
     """
     profiles = list_profiles()
-    for key, value in _jetson_identity(root):
+    for key, value in jetson_identity(root):
         match = best_match(profiles, key, value)
         if match is not None:
             return match
-    for gpu_name, memory_bytes in _nvml_gpus()[:1]:
+    for gpu_name, memory_bytes in nvml_gpus()[:1]:
         match = best_match(profiles, "nvml_name", gpu_name)
         if match is not None:
             return _with_this_gpu(match, gpu_name, memory_bytes) if match.generic else match

@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from oneline import one_line_error
 
+from edgekit.profiles import load_profile
+
 EXE = [sys.executable, "-m", "edgekit"]
 
 
@@ -45,6 +47,55 @@ def test_neuromorphic_profile_shows_its_costs_and_is_no_profiling_target(tmp_pat
     proc = run("profile", "mlp", "--device", "loihi", cwd=tmp_path)
     assert_one_line_error(proc, 2, "neuromorphic cost table", "edgekit simulate MODEL --chip loihi")
     assert os.listdir(tmp_path) == []
+
+
+def test_another_devices_profile_is_refused_unless_said_plainly(tmp_path):
+    """An x86 VM measured under jetson-nano would report its own timings as a Nano's, beside
+    the Nano's peaks and power: refused, unless --as-device says so, and then every figure is
+    this machine's and says it."""
+    proc = run("profile", "mlp:small", "--device", "jetson-nano", cwd=tmp_path)
+    assert_one_line_error(proc, 2, "this machine is not a jetson-nano (jetson)",
+                          "no Jetson device tree", "--as-device jetson-nano")
+    for argv in (["compare", "mlp:small", "--device", "nvidia-h100-sxm"],
+                 ["simulate", "spiking-cnn", "--device", "jetson-xavier-nx"]):
+        assert_one_line_error(run(*argv, env_home=tmp_path), 2, "this machine is not a")
+    assert_one_line_error(run("profile", "mlp:small", "--device", "jetson-nano", "--as-device",
+                              "jetson-nano"), 2, "give --device or --as-device, not both")
+    out = tmp_path / "p.json"
+    proc = run("profile", "mlp:small", "--as-device", "jetson-nano", "--warmup", "0",
+               "--iterations", "20", "--energy", "estimate", "--json", str(out), cwd=tmp_path,
+               env_home=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "jetson-nano (measured on generic-x86-64-cpu)" in proc.stdout
+    report = json.loads(out.read_text())
+    device, energy = report["device"], report["energy"]
+    assert device["profile"] == "jetson-nano" and device["measured_on"] == "generic-x86-64-cpu"
+    assert "not a jetson-nano" in device["note"]
+    assert "MAXN" not in energy["note"]  # this machine's budget, not the Nano's power mode
+    assert report["compute"].get("peak_source") != load_profile("jetson-nano").sources.get(
+        "peak.fp32")
+
+
+def test_a_claimed_jetson_is_checked_on_the_rebuilt_device_tree(tmp_path):
+    """Under $EDGEKIT_SYSFS_ROOT (a host's filesystem mounted elsewhere) the machine is the
+    one whose sensors are read: a Nano's device tree there makes --device jetson-nano hold."""
+    (tmp_path / "root/proc/device-tree").mkdir(parents=True)
+    (tmp_path / "root/proc/device-tree/model").write_text("NVIDIA Jetson Nano Developer Kit\x00")
+    out = tmp_path / "p.json"
+    proc = subprocess.run(
+        [*EXE, "profile", "mlp:small", "--device", "jetson-nano", "--warmup", "0",
+         "--iterations", "20", "--energy", "estimate", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, EDGEKIT_SYSFS_ROOT=str(tmp_path / "root")))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["device"]["profile"] == "jetson-nano" and "measured_on" not in report["device"]
+
+
+def test_export_records_no_target_that_profile_refuses(tmp_path):
+    proc = run("export", "mlp:small", "--device", "loihi", "-o", str(tmp_path / "a"))
+    assert_one_line_error(proc, 2, "loihi is a neuromorphic cost table")
+    assert not (tmp_path / "a").exists()
 
 
 def test_compare_refuses_models_of_different_tasks(tmp_path):

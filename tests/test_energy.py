@@ -508,12 +508,27 @@ def test_nvml_counter_for_a_long_enough_window() -> None:
     assert (result.components, result.samples, result.note) == ({"gpu0": 3.0}, 3, None)
 
 
-def test_nvml_short_window_integrates_polled_power() -> None:
-    gpu = RecordedGpu([5_000, 5_000, 5_010, 5_020], [1, 100_000, 150_000, 110_000])
-    result = run_nvml(gpu, (0.0, 0.25, 0.5))
-    assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
-    assert "shorter than 1 s" in (result.note or "")
-    assert result.measured
+def test_nvml_short_window_without_the_instant_field_reads_the_counter() -> None:
+    """Issue 45, defect 5: a 0.3 s window integrated from nvmlDeviceGetPowerUsage (a 1 s
+    average) read 68 % low; where the GPU has the counter (Volta and newer), it is read."""
+    gpu = RecordedGpu([5_000, 5_000, 5_030, 5_060], [1, 30_000, 30_000, 30_000])
+    result = run_nvml(gpu, (0.0, 0.15, 0.3))
+    assert (result.energy_j, result.source) == (0.06, "measured: nvml/energy counter")
+    assert "window of 0.3 s read from the energy counter" in (result.note or "")
+    assert "averages over" not in (result.warning or "") and result.measured
+
+
+def test_nvml_short_window_of_averaged_power_only_carries_a_warning() -> None:
+    """Without a counter (before Volta) or with one that did not advance, the 1 s average is
+    all there is: a window shorter than its averaging period says so."""
+    for energy in (None, [5_000] * 4):
+        result = run_nvml(RecordedGpu(energy, [1, 100_000, 150_000, 110_000]), (0.0, 0.25, 0.5))
+        assert (result.energy_j, result.source) == (63.75, "measured: nvml/average power")
+        assert "shorter than the 1 s that nvmlDeviceGetPowerUsage averages over" in (
+            result.warning or "")
+    long = run_nvml(RecordedGpu(None, [1, 30_000, 30_000]), (0.0, 4.0))
+    assert long.source == "measured: nvml/average power"
+    assert "averages over" not in (long.warning or "")  # only the few-readings one
 
 
 def test_nvml_counter_that_did_not_advance_falls_back_to_polling() -> None:
@@ -573,9 +588,10 @@ class FakePynvml(types.ModuleType):
             super().__init__(value)
             self.value = value
 
-    def __init__(self, instant_mw: int | None) -> None:
+    def __init__(self, instant_mw: int | None, energy_step_mj: int = 0) -> None:
         super().__init__("pynvml")
         self.instant_mw = instant_mw
+        self.energy_mj, self.energy_step_mj = 1_000, energy_step_mj  # added at each read
         self.calls: list[str] = []
 
     def nvmlInit(self) -> None:
@@ -590,7 +606,8 @@ class FakePynvml(types.ModuleType):
 
     def nvmlDeviceGetTotalEnergyConsumption(self, handle: str) -> int:
         self.calls.append("nvmlDeviceGetTotalEnergyConsumption")
-        return 1_000
+        self.energy_mj += self.energy_step_mj
+        return self.energy_mj
 
     def nvmlDeviceGetPowerUsage(self, handle: str) -> int:
         self.calls.append("nvmlDeviceGetPowerUsage")
@@ -621,6 +638,22 @@ def test_nvml_passed_in_handle_is_read_and_never_shut_down(
     assert "nvmlDeviceGetFieldValues[186]" in nvml.calls
     assert (instant_mw is None) == ("nvmlDeviceGetPowerUsage" in nvml.calls)
     assert "nvmlInit" not in nvml.calls and "nvmlShutdown" not in nvml.calls
+
+
+def test_pynvml_without_the_instant_field_reads_a_short_window_from_the_counter(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same through the pynvml module's own calls: the field answers NOT_SUPPORTED, the
+    counter advances 12 J per read (40 W over 0.3 s), the 1 s average says 40 W too late."""
+    nvml = FakePynvml(None, energy_step_mj=12_000)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    meter = NvmlMeter(interval_s=NEVER, clock=ticks(0.0, 0.3))
+    meter.begin()
+    result = meter.end()
+    meter.close()
+    assert (result.source, result.energy_j) == ("measured: nvml/energy counter", 12.0)
+    assert "nvmlDeviceGetFieldValues[186]" in nvml.calls
+    assert "averages over" not in (result.warning or "")
 
 
 def test_nvml_session_the_meter_started_is_shut_down(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -201,6 +201,8 @@ def test_sysfs_root_from_the_environment(tmp_path: Path, monkeypatch: pytest.Mon
 def test_cli_profile_reads_the_rails_under_sysfs_root(tmp_path: Path) -> None:
     root = tmp_path / "host-sys"
     agx_orin(root)
+    (root / "proc/device-tree").mkdir(parents=True)  # the host is an AGX Orin: --device holds
+    (root / "proc/device-tree/model").write_text("Jetson AGX Orin Developer Kit\x00")
     out = tmp_path / "report.json"
     env = dict(os.environ, COLUMNS="200", EDGEKIT_HOME=str(tmp_path / "home"))
     env.pop("EDGEKIT_SYSFS_ROOT", None)

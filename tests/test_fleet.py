@@ -1,5 +1,6 @@
 """The device fleet on a real local Dask cluster: a scheduler and worker processes started by
-``edgekit fleet``, labelled as different device kinds (all really this CPU)."""
+``edgekit fleet``, labelled as different device kinds with ``--as-device`` (all really this
+CPU, which every report they return says)."""
 from __future__ import annotations
 
 import json
@@ -23,6 +24,7 @@ distributed = pytest.importorskip("distributed", reason="the fleet extra is not 
 
 EXE = [sys.executable, "-m", "edgekit"]
 ORIN, XAVIER = "jetson-orin-nano-8gb", "jetson-xavier-nx"
+HERE = "generic-x86-64-cpu"  # what every worker really is
 START_S = 120.0  # processes import torch to detect their device: slow on a loaded 2-core box
 
 
@@ -65,7 +67,7 @@ class Cluster:
 
     def add(self, name: str, device: str) -> None:
         self.workers[name] = subprocess.Popen(
-            [*EXE, "fleet", "worker", self.address, "--device", device, "--name", name],
+            [*EXE, "fleet", "worker", self.address, "--as-device", device, "--name", name],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL,
             start_new_session=True)
 
@@ -152,6 +154,9 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     assert [(d["profile"], d["name"], d["busy"]) for d in status] == [
         (ORIN, "orin-1", False), (XAVIER, "xavier-1", False)]
     assert all(d["sensors"] == [] and d["edgekit"] for d in status)  # this VM has no sensors
+    assert all(d["measured_on"] == HERE for d in status)  # labelled, and says so
+    one_line_error(*_cli("fleet", "worker", cluster.address, "--device", ORIN), 2,
+                   f"this machine is not a {ORIN}", "--as-device")  # a claim is checked
     code, out = _cli("compare", "mlp:small", "--fleet", cluster.address, "--devices",
                      "jetson-nano")
     one_line_error(code, out, 2, "no worker of device kind jetson-nano", ORIN, XAVIER)
@@ -165,7 +170,8 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     rows = {(r["device"], r["name"]): r for r in doc["rows"]}
     assert set(rows) == {(d, n) for d in (ORIN, XAVIER) for n in ("mlp:small", str(artifact))}
     for (device, name), row in rows.items():
-        assert row["profile"]["device"]["profile"] == device  # measured as that kind there
+        assert row["profile"]["device"]["profile"] == device  # labelled as that kind there
+        assert row["measured_on"] == row["profile"]["device"]["measured_on"] == HERE
         assert row["worker"] == ("orin-1" if device == ORIN else "xavier-1")
         assert row["accuracy"] == rows[(ORIN, name)]["accuracy"] > 0.5  # scored once, here
         assert row["latency_p50_ms"] > 0
@@ -173,7 +179,7 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
         assert any(r["pareto_latency"] for r in doc["rows"] if r["device"] == device)
     assert doc["failures"] == []
     assert (tmp_path / "fleet.png").stat().st_size > 0
-    assert f"{ORIN}" in out and "mlp:small" in out
+    assert f"{ORIN} (on {HERE})" in out and "mlp:small" in out
 
     code, out = _cli("profile", str(artifact), "--fleet", cluster.address, "--devices", XAVIER,
                      "--backend", "onnxruntime", "--duration", "0.1", "--threads", "1",
@@ -181,6 +187,7 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
     assert code == 0, out
     (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
     assert prof["device"]["profile"] == XAVIER and prof["target"] == str(artifact)
+    assert prof["device"]["measured_on"] == HERE and f"{XAVIER} (measured on {HERE})" in out
     one_line_error(*_cli("compare", "--from", str(tmp_path / "prof.json")), 2,
                    "prof.json: a 'fleet-profile' report, not a compare report")
 
@@ -192,6 +199,7 @@ def test_compare_across_device_kinds_then_merge_saved_reports(cluster, trained_m
 
     single = compare(["mlp:small"], ProfileSettings(backend="onnxruntime", threads=1,
                                                     device="jetson-agx-orin-64gb",
+                                                    as_device=True,
                                                     plan=TimingPlan(duration_s=0.1)))
     alone = tmp_path / "agx.json"
     alone.write_text(json.dumps(report_document("compare", single)))
@@ -390,3 +398,49 @@ def test_a_users_own_model_goes_to_the_fleet_scored_on_the_users_data(cluster, t
     assert code == 0, out
     (prof,) = json.loads((tmp_path / "prof.json").read_text())["reports"]
     assert prof["source"]["inputs"][0]["shape"] == [1, 3, 16, 16]
+
+
+def _listening_ports(pid: int) -> set[int]:
+    return {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN}
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_no_http_server_unless_asked_for(cluster, tmp_path):
+    """Dask starts an unauthenticated HTTP server (/info/logs, /metrics; the scheduler's on
+    8787 of every interface it listens on) beside every scheduler and worker: a fleet's
+    processes listen on their Dask port alone, and --dashboard opens one on localhost."""
+    import urllib.request
+
+    cluster.add("orin-1", ORIN)
+    with cluster.client():
+        pass
+    port = int(cluster.address.rsplit(":", 1)[1])
+    assert _listening_ports(cluster.scheduler.pid) == {port}
+    assert len(_listening_ports(cluster.workers["orin-1"].pid)) == 1  # its Dask port, no HTTP
+
+    http = _free_port()
+    proc = subprocess.Popen([*EXE, "fleet", "scheduler", "--port", "0", "--dashboard", str(http)],
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            start_new_session=True)
+    try:
+        lines, said = lines_of(proc.stderr), []
+        while not any(line.startswith("dashboard on ") for line in said):
+            said.append((lines.get(timeout=START_S) or "").rstrip())
+            assert said[-1] or proc.poll() is None, said
+        assert f"dashboard on http://127.0.0.1:{http}/ (no authentication)" in said, said
+        with urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=10) as answer:
+            assert answer.status == 200
+        opened = [c for c in psutil.Process(proc.pid).net_connections(kind="tcp")
+                  if c.status == psutil.CONN_LISTEN and c.laddr.port == http]
+        assert [c.laddr.ip for c in opened] == ["127.0.0.1"]  # localhost unless told otherwise
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -40,9 +40,12 @@ def test_profile_registry_model(backend):
     assert report["energy"]["measured"] is False and report["energy"]["energy_j"] is None
 
 
-def test_estimated_energy_is_labelled_and_consistent():
+def test_estimated_energy_is_labelled_and_consistent(tmp_path):
+    (tmp_path / "proc/device-tree").mkdir(parents=True)  # an Orin Nano's device tree: its peaks
+    (tmp_path / "proc/device-tree/model").write_text("NVIDIA Jetson Orin Nano Developer Kit\x00")
     report = profile("mlp:small", ProfileSettings(device="jetson-orin-nano-8gb", threads=1,
-                                                  plan=QUICK, energy="estimate"))
+                                                  plan=QUICK, energy="estimate",
+                                                  sysfs_root=str(tmp_path)))
     en = report["energy"]
     assert en["measured"] is False and en["source"].startswith("estimated")
     assert en["energy_per_inference_j"] == pytest.approx(en["energy_j"] / 25)

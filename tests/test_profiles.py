@@ -25,6 +25,7 @@ from edgekit.profiles import (
     load_profile,
     profile_names,
 )
+from edgekit.profiles.claim import measured_on, mismatch
 from edgekit.profiles.loader import PROFILE_DIR
 from edgekit.profiles.schema import DEVICE_KINDS, SENSOR_KINDS
 
@@ -34,7 +35,7 @@ NAMES = profile_names()
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Detection must not depend on whether the test machine has an NVIDIA GPU."""
-    monkeypatch.setattr(detect, "_nvml_gpus", lambda: [])
+    monkeypatch.setattr(detect, "nvml_gpus", lambda: [])
 
 
 def test_the_required_profiles_ship() -> None:
@@ -352,7 +353,7 @@ def test_unknown_machine_is_a_usage_error(tmp_path: Path) -> None:
 ])
 def test_gpu_detected_by_nvml_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpu: str,
                                    expected: str) -> None:
-    monkeypatch.setattr(detect, "_nvml_gpus", lambda: [(gpu, 24 << 30)])
+    monkeypatch.setattr(detect, "nvml_gpus", lambda: [(gpu, 24 << 30)])
     profile = detect_profile(tmp_path, machine="x86_64")
     assert profile.name == expected
     if profile.generic:
@@ -484,3 +485,58 @@ def test_generic_cpu_power_is_an_assumption_scaled_by_cores(tmp_path):
     meter.begin()
     result = meter.end()
     assert result.measured is False and result.source == "estimated: tdp"
+
+
+ORIN_NX_TREE = {"proc/device-tree/model":
+                "NVIDIA Jetson Orin NX Engineering Reference Developer Kit\x00"}
+
+
+@pytest.mark.parametrize(("name", "files", "machine", "why"), [
+    ("jetson-nano", {}, "x86_64", "it has no Jetson device tree"),
+    ("jetson-orin-nano-8gb", ORIN_NX_TREE, "aarch64",
+     "it is a 'NVIDIA Jetson Orin NX Engineering Reference Developer Kit'"),
+    ("jetson-orin-nx-16gb", ORIN_NX_TREE, "aarch64", None),
+    ("jetson-orin-nano-8gb",  # the Super dev kit is an Orin Nano too (either profile's pattern)
+     {"proc/device-tree/model": "NVIDIA Jetson Orin Nano Engineering Reference Developer Kit "
+                                "Super\x00"}, "aarch64", None),
+    ("jetson-nano", {"etc/nv_tegra_release": "# R32 (release), REVISION: 7.1, BOARD: t210ref\n"},
+     "aarch64", None),
+    ("generic-arm64-cpu", {}, "x86_64", "its CPU is x86_64, the profile's is aarch64"),
+    ("generic-x86-64-cpu", {}, "AMD64", None),
+    ("generic-x86-64-cpu", ORIN_NX_TREE, "aarch64", "its CPU is aarch64"),
+    ("nvidia-h100-sxm", {}, "x86_64", "NVML finds no NVIDIA GPU"),
+])
+def test_a_claimed_profile_is_checked_against_the_hardware(tmp_path: Path, name: str,
+                                                           files: dict[str, str], machine: str,
+                                                           why: str | None) -> None:
+    """--device NAME claims this machine is such a device: its device tree, NVML name or CPU
+    architecture must say so."""
+    root = _fake_root(tmp_path, files)
+    found = mismatch(load_profile(name), root, machine=machine)
+    assert found == why if why is None else why in found
+
+
+@pytest.mark.parametrize(("name", "gpu", "why"), [
+    ("nvidia-h100-sxm", "NVIDIA H200", "its GPU is an 'NVIDIA H200'"),
+    ("nvidia-h200", "NVIDIA H200", None),
+    ("generic-nvidia-gpu", "NVIDIA GeForce RTX 4090", None),
+    ("jetson-xavier-nx", "NVIDIA H200", "it has no Jetson device tree"),
+])
+def test_a_gpu_profile_is_checked_by_its_nvml_name(tmp_path: Path, name: str, gpu: str,
+                                                   why: str | None) -> None:
+    found = mismatch(load_profile(name), tmp_path, machine="x86_64", gpus=[(gpu, 141 << 30)])
+    assert found == why if why is None else why in found
+
+
+def test_another_devices_profile_is_refused_unless_said_plainly(tmp_path: Path) -> None:
+    nano = load_profile("jetson-nano")
+    with pytest.raises(UsageError, match="this machine is not a jetson-nano .*--as-device "
+                                         "jetson-nano"):
+        measured_on(nano, as_device=False, root=tmp_path, machine="x86_64")
+    here = measured_on(nano, as_device=True, root=tmp_path, machine="x86_64")
+    assert here is not None and here.name == "generic-x86-64-cpu"  # whose figures they are
+    tree = _fake_root(tmp_path / "nano", {"proc/device-tree/model": "NVIDIA Jetson Nano "
+                                                                     "Developer Kit\x00"})
+    assert measured_on(nano, as_device=True, root=tree, machine="aarch64") is None  # it is one
+    with pytest.raises(UsageError, match="neuromorphic cost table"):
+        measured_on(load_profile("loihi"), as_device=True, root=tmp_path)

@@ -222,3 +222,35 @@ def test_a_graph_that_returns_zeros_fails_export_validation(tmp_path):
         export_onnx(source, tmp_path / "art")
     assert info.value.exit_code == 1
     assert not (tmp_path / "art").exists()
+
+
+def test_a_default_tolerance_is_held_to_a_small_outputs_scale():
+    """Issue 45, defect 6: resformer-ann's logits peak near 1e-3, where atol 1e-4 is 10 % of
+    their scale. A graph off by 10 % of such an output passed; under the model's default
+    tolerance it fails now, while a tolerance the user gives stands as given."""
+    from edgekit.exporters import compare_outputs
+
+    logits = np.linspace(-9e-4, 9e-4, 30).reshape(3, 10)
+    for off in (logits * 1.1, logits + 9e-5):  # 10 % of each value, then of the peak
+        report = compare_outputs({"logits": off}, {"logits": logits}, 1e-4, 1e-3,
+                                 scale_small=True)
+        assert not report.passed
+        assert "atol 9e-06 = 1% of the output's peak 0.0009, not 0.0001" in report.lines()[0]
+        assert compare_outputs({"logits": off}, {"logits": logits}, 1e-4, 1e-3).passed
+    close = compare_outputs({"logits": logits + 1e-9}, {"logits": logits}, 1e-4, 1e-3,
+                            scale_small=True)
+    assert close.passed  # float32 noise is far inside 1 % of the scale
+    big = compare_outputs({"y": logits * 1e4 + 5e-5}, {"y": logits * 1e4}, 1e-4, 1e-3,
+                          scale_small=True)
+    assert big.passed and big.outputs[0].scaled_atol is None  # order one: atol itself
+
+
+def test_resformer_ann_export_and_validate_check_its_logits_at_their_scale(tmp_path):
+    art = tmp_path / "rf"
+    result = export_onnx(load_model_source("resformer-ann"), art)
+    (logits,) = result.validation.outputs
+    assert logits.scaled_atol == pytest.approx(0.01 * logits.peak) and logits.peak < 1e-2
+    _, report, why = validate_artifact(art)
+    assert report.passed and why == "the export's tolerance"
+    again = report.outputs[0]  # on the saved reference input: its own peak
+    assert again.scaled_atol == pytest.approx(0.01 * again.peak) and again.peak < 1e-2

@@ -80,6 +80,28 @@ input_option = click.option(
          "input_ids:1x128:int64:0..30522. Sets what the model's example inputs or graph leave "
          "open (a symbolic dimension, a token-id range).")
 
+
+def device_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--device NAME`` (checked against this machine's hardware) and ``--as-device NAME`` (this
+    machine's figures labelled with another profile, and saying so); see ``claimed_device``."""
+    command = click.option(
+        "--as-device", metavar="NAME",
+        help="Label this machine's figures with another device's profile (a rehearsal); the "
+             "report says they were measured here, with this machine's peaks and energy.")(command)
+    return click.option(
+        "--device", metavar="NAME",
+        help="Device profile (default: the detected one); refused when this machine is not "
+             "such a device.")(command)
+
+
+def claimed_device(device: str | None, as_device: str | None) -> tuple[str | None, bool]:
+    """``(profile name, labelled only)`` from ``--device`` and ``--as-device``."""
+    if device is not None and as_device is not None:
+        raise UsageError("give --device or --as-device, not both",
+                         hint="--as-device NAME labels this machine's figures with NAME's profile")
+    return (as_device, True) if as_device is not None else (device, False)
+
+
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
     """Write a report atomically when ``--json FILE`` was given, and say where it went."""
     if path is None:

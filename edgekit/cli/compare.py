@@ -17,8 +17,10 @@ from edgekit.cli.common import (
     OUTPUT_FILE,
     SECONDS,
     THREADS,
+    claimed_device,
     console,
     data_option,
+    device_options,
     err_console,
     input_option,
     progress_bars,
@@ -90,7 +92,7 @@ def to_csv(result: dict[str, Any]) -> str:
 
 @click.command("compare")
 @click.argument("names", nargs=-1)
-@click.option("--device", help="Device profile (default: the detected one).")
+@device_options
 @click.option("--backend", "backends", type=BackendList(), default="onnxruntime",
               show_default=True, cls=LazyHelpOption,
               help_text=lambda: f"One of {', '.join(backend_names())}, or several separated by "
@@ -125,7 +127,8 @@ def to_csv(result: dict[str, Any]) -> str:
                    "fronts.")
 @input_option
 @fleet_options
-def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...], batch: int,
+def compare(names: tuple[str, ...], device: str | None, as_device: str | None,
+            backends: tuple[str, ...], batch: int,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
             data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
@@ -141,7 +144,9 @@ def compare(names: tuple[str, ...], device: str | None, backends: tuple[str, ...
     shows the efficiency columns alone. With --fleet they are measured on every device kind of
     a fleet; with --from, saved reports are merged instead.
     """
-    settings = ProfileSettings(backend=backends[0], device=device, batch=batch, threads=threads,
+    device, labelled = claimed_device(device, as_device)
+    settings = ProfileSettings(backend=backends[0], device=device, as_device=labelled,
+                               batch=batch, threads=threads,
                                plan=TimingPlan(duration_s=duration), energy=energy,
                                sysfs_root=sysfs_root)
     if (from_paths or fleet["fleet_scheduler"]) and precisions:

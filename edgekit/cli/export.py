@@ -27,6 +27,7 @@ from edgekit.exporters.run import export as run_export
 from edgekit.inputs import parse_inputs
 from edgekit.precisions import onnx_names, tensorrt_names
 from edgekit.profiles import load_profile
+from edgekit.profiles.claim import check_runnable
 from edgekit.targets import ArtifactTarget, resolve_target
 
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
@@ -180,7 +181,11 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     overrides = tuple(parse_inputs(inputs))
     resolved = resolve_target(target, inputs=overrides, batch=values["batch"] or 1)
     _check_options(spec, isinstance(resolved, ArtifactTarget), values)
-    profile = load_profile(device).name if device is not None else None
+    profile = None
+    if device is not None:  # a target that 'profile' would refuse is not recorded either
+        chosen = load_profile(device)
+        check_runnable(chosen)
+        profile = chosen.name
     engine = EngineBuildConfig()  # --precision of a format built from the ONNX artifact
     if spec.from_onnx:
         engine = EngineBuildConfig.from_options(

@@ -19,6 +19,7 @@ from rich.table import Table
 from edgekit.cli.common import (
     JSON_FILE,
     SECONDS,
+    claimed_device,
     console,
     err_console,
     progress_bars,
@@ -36,7 +37,7 @@ _TLS = click.option("--tls", "tls_dir", type=click.Path(exists=True, file_okay=F
                          "(docs/fleet.md). Default: plain TCP.")
 _CSV_COLUMNS = ("device", "name", "family", "params", "flops_per_sample", "latency_p50_ms",
                 "latency_p99_ms", "throughput_per_s", "energy_per_inference_j", "energy_source",
-                "peak_rss_mib", "pareto_latency", "pareto_energy", "worker")
+                "peak_rss_mib", "pareto_latency", "pareto_energy", "worker", "measured_on")
 
 
 def _devices(value: str | None) -> list[str] | None:
@@ -96,12 +97,14 @@ def render_fleet_compare(result: dict[str, Any]) -> Table:
                         f"{result['backend']}", title_style="bold")
     for col in ("", "device", "model", metric, "params", "MFLOPs", "p50 ms", "p99 ms",
                 "samples/s", "mJ/inf"):
-        table.add_column(col, justify="left" if col in ("", "device", "model") else "right")
+        table.add_column(col, justify="left" if col in ("", "device", "model") else "right",
+                         no_wrap=col == "device")
     for r in result["rows"]:
         mark = ("*" if r["pareto_latency"] else "") + ("†" if r["pareto_energy"] else "")
         energy = r["energy_per_inference_j"]
         flops = r.get("flops_per_sample")
-        table.add_row(mark, r["device"], r["name"], format_score(metric, r[metric]),
+        device = r["device"] + (f" (on {r['measured_on']})" if r.get("measured_on") else "")
+        table.add_row(mark, device, r["name"], format_score(metric, r[metric]),
                       "-" if r.get("params") is None else f"{r['params']:,}",
                       "-" if flops is None else f"{flops / 1e6:.3f}",
                       f"{r['latency_p50_ms']:.3f}", f"{r['latency_p99_ms']:.3f}",
@@ -203,32 +206,48 @@ def fleet() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Where to listen; 0.0.0.0 (every interface) to let other machines join.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8786, show_default=True)
+@click.option("--dashboard", metavar="[HOST:]PORT", is_flag=False, flag_value="8787",
+              help="Serve Dask's HTTP dashboard (no authentication) on this port, on localhost "
+                   "unless a host is given; --dashboard alone: 8787. Default: no HTTP server.")
 @_TLS
-def scheduler(host: str, port: int, tls_dir: str | None) -> None:
+def scheduler(host: str, port: int, dashboard: str | None, tls_dir: str | None) -> None:
     """Run the fleet's scheduler until interrupted."""
-    from edgekit.fleet.scheduler import run_scheduler
+    from edgekit.fleet.scheduler import dashboard_address, run_scheduler
 
-    run_scheduler(host, port, tls_dir=tls_dir,
-                  ready=lambda where: err_console.print(f"fleet scheduler listening on {where}"))
+    def ready(where: str, url: str | None) -> None:
+        err_console.print(f"fleet scheduler listening on {where}", soft_wrap=True)
+        if url is not None:
+            err_console.print(f"dashboard on {url} (no authentication)", soft_wrap=True)
+
+    run_scheduler(host, port, tls_dir=tls_dir, ready=ready,
+                  dashboard=None if dashboard is None else dashboard_address(dashboard))
 
 
 @fleet.command("worker")
 @click.argument("scheduler")
-@click.option("--device", help="Device profile this machine serves as (default: detected).")
+@click.option("--device", metavar="NAME",
+              help="Device profile this machine serves as (default: detected); refused when "
+                   "its hardware is not such a device.")
+@click.option("--as-device", metavar="NAME",
+              help="Serve under another device's profile (a rehearsal on one machine): every "
+                   "report says it was measured here, with this machine's peaks and energy.")
 @click.option("--name", help="Worker name in 'fleet status' (default: host/profile/pid).")
 @_TLS
-def worker(scheduler: str, device: str | None, name: str | None, tls_dir: str | None) -> None:
+def worker(scheduler: str, device: str | None, as_device: str | None, name: str | None,
+           tls_dir: str | None) -> None:
     """Join SCHEDULER's fleet as this device.
 
     One job at a time, until interrupted or the scheduler closes."""
     from edgekit.fleet.engine import address, check_listening, security
     from edgekit.fleet.worker import describe_device, run_worker
 
+    device, labelled = claimed_device(device, as_device)
     security(tls_dir)  # a bad --tls folder or address, or no scheduler there: one line, first
     check_listening(address(scheduler, tls_dir is not None), 10.0)
-    found = describe_device(device)
+    found = describe_device(device, labelled)
     profile = found["profile"]
-    err_console.print(f"joining {scheduler} as a {profile} (resource device:{profile}=1, "
+    here = f", measured on this {found['measured_on']}" if found.get("measured_on") else ""
+    err_console.print(f"joining {scheduler} as a {profile}{here} (resource device:{profile}=1, "
                       f"1 thread; sensors: {', '.join(found['sensors']) or 'none'})")
     run_worker(scheduler, found, name=name, tls_dir=tls_dir)
 
@@ -247,7 +266,8 @@ def status(scheduler: str, tls_dir: str | None, json_path: str | None) -> None:
     for col in ("profile", "worker", "host", "sensors", "state", "edgekit"):
         table.add_column(col)
     for d in devices:
-        table.add_row(d.profile, d.name, d.host or "?", ", ".join(d.sensors) or "none",
+        label = d.profile + (f" (labelled; really {d.measured_on})" if d.measured_on else "")
+        table.add_row(label, d.name, d.host or "?", ", ".join(d.sensors) or "none",
                       "busy" if d.busy else "idle", d.edgekit or "?")
     console.print(table)
     write_json(json_path, report_document("fleet-status",

@@ -16,7 +16,9 @@ from edgekit.cli.common import (
     NON_NEGATIVE_SECONDS,
     SECONDS,
     THREADS,
+    claimed_device,
     console,
+    device_options,
     input_option,
     progress_bars,
     write_json,
@@ -57,10 +59,15 @@ def _gpu_memory(figures: dict[str, Any]) -> str:
 def render_profile(report: dict[str, Any]) -> Table:
     lat = report["latency_ms"]
     settings = report["settings"]
-    table = Table(title=f"{report['target']} · {report['backend']['backend']} · "
-                        f"{report['device']['profile']}", show_header=False, title_style="bold")
+    device = report["device"]
+    label = device["profile"] + (f" (measured on {device['measured_on']})"
+                                 if device.get("measured_on") else "")
+    table = Table(title=f"{report['target']} · {report['backend']['backend']} · {label}",
+                  show_header=False, title_style="bold")
     table.add_column("what", style="bold")
     table.add_column("value")
+    if device.get("measured_on"):
+        table.add_row("device", f"[yellow]{escape(device['note'])}[/yellow]")
     table.add_row("settings", f"batch {settings['batch']}, threads {settings['threads']}, "
                               f"{settings['precision']}, {report['iterations']} iterations "
                               f"in {report['timed_s']:.2f} s")
@@ -134,7 +141,7 @@ def _provider_help() -> str:
 @click.option("--cuda-graph", is_flag=True,
               help="Replay the inference from a captured CUDA graph: TensorRT (trtexec "
                    "--useCudaGraph), or torch with --provider cuda.")
-@click.option("--device", help="Device profile (default: the detected one).")
+@device_options
 @click.option("--batch", type=BATCH, default=1, show_default=True)
 @click.option("--threads", type=THREADS, help="Intra-op threads (default: all usable cores).")
 @click.option("--warmup", type=NON_NEGATIVE_SECONDS, default=0.2, show_default=True,
@@ -152,7 +159,8 @@ def _provider_help() -> str:
               help="Write the report as JSON.")
 @input_option
 @fleet_options
-def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, device: str | None,
+def profile(target: str, backend: str, provider: str | None, cuda_graph: bool,
+            device: str | None, as_device: str | None,
             batch: int, threads: int | None, warmup: float, duration: float,
             iterations: int | None, energy: str, sysfs_root: str | None,
             json_path: str | None, inputs: tuple[str, ...], **fleet: Any) -> None:
@@ -165,7 +173,9 @@ def profile(target: str, backend: str, provider: str | None, cuda_graph: bool, d
     kind.
     """
     overrides = tuple(parse_inputs(inputs))
-    settings = ProfileSettings(backend=backend, device=device, batch=batch, threads=threads,
+    device, labelled = claimed_device(device, as_device)
+    settings = ProfileSettings(backend=backend, device=device, as_device=labelled, batch=batch,
+                               threads=threads,
                                plan=TimingPlan(warmup_s=warmup, duration_s=duration,
                                                iterations=iterations), energy=energy,
                                provider=provider, cuda_graph=cuda_graph,

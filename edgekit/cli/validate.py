@@ -15,6 +15,7 @@ from edgekit.cli.common import (
 from edgekit.exporters import ValidationFailed, ValidationReport
 from edgekit.exporters.reference import AGAINST
 from edgekit.exporters.run import validate as run_validate
+from edgekit.exporters.validate import SCALE_SHARE
 from edgekit.inputs import parse_inputs
 from edgekit.provenance import report_document
 
@@ -73,8 +74,11 @@ def validate(target: str, against: str, atol: float | None, rtol: float | None,
         (console if ok else err_console).print(line, markup=False, highlight=False)
     console.print(render_statistics(report))
     if first is not None:
-        console.print(f"tolerance: atol {first.atol:g}, rtol {first.rtol:g} ({why}); an element "
-                      f"passes when |actual - expected| <= atol + rtol * |expected|")
+        scaled = [o.name for o in report.outputs if o.scaled_atol is not None]
+        held = (f", atol held to {SCALE_SHARE:.0%} of the peak of small outputs "
+                f"({', '.join(scaled)})" if scaled else "")
+        console.print(f"tolerance: atol {first.atol:g}, rtol {first.rtol:g} ({why}{held}); an "
+                      f"element passes when |actual - expected| <= atol + rtol * |expected|")
     write_json(json_path, report_document("validate", {
         "artifact": str(art.folder), "format": art.format, "precision": precision,
         "source": art.manifest["source"], "tolerance_basis": why, **report.to_dict()}))

@@ -27,8 +27,7 @@ from edgekit.compare.rows import measured_fields
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
 from edgekit.inputs import InputOverride
-from edgekit.profiler.run import ProfileSettings, profile
-from edgekit.profiles import load_profile
+from edgekit.profiler.run import ProfileSettings, profile, resolve_device
 from edgekit.progress import Progress
 from edgekit.registry import ModelEntry
 from edgekit.targets import ArtifactTarget, OnnxFileTarget, Target, resolve_target
@@ -174,8 +173,8 @@ def compare(names: Sequence[Any],
         listed = "; ".join(f"{n}: {t.metric} on {t.dataset}" for n, t in tasks.items())
         raise UsageError(f"compare needs models scored on one dataset and metric, got {listed}",
                          hint="compare the models of each task separately")
-    if settings.device is not None:
-        load_profile(settings.device)  # so does a bad --device
+    if settings.device is not None:  # so does a bad --device, or one this machine is not
+        resolve_device(settings.device, as_device=settings.as_device, sysfs=settings.sysfs_root)
     if estimate_devices:
         from edgekit.estimate import device_profiles
 

@@ -10,8 +10,12 @@ otherwise the trapezoidal integral of the polled power, with the reason in the n
 The polled power is the instantaneous field ``NVML_FI_DEV_POWER_INSTANT``
 (``nvmlDeviceGetFieldValues``), as zeus 0.9+ reads it: on Ampere and newer
 ``nvmlDeviceGetPowerUsage`` is an average over the last second, which smears a short window over
-the idle time before it. Where the driver does not support the field, ``nvmlDeviceGetPowerUsage``
-is polled instead. The source says which was used: ``measured: nvml/energy counter``,
+the idle time before it (a 0.3 s window read 68 % low). Where the driver does not support the
+field, a short window is read from the counter all the same (Volta and newer have one, and zeus
+reads it), since its update granularity errs far less than a 1 s average; only a GPU with
+neither (before Volta), or a counter that did not advance, falls back to polling
+``nvmlDeviceGetPowerUsage``, and a window shorter than its averaging period then carries a
+``warning``. The source says which was used: ``measured: nvml/energy counter``,
 ``measured: nvml/instant power`` or ``measured: nvml/average power``.
 
 The meter shuts down only an NVML session it started: a handle (or device) the caller passes in
@@ -40,6 +44,7 @@ from edgekit.errors import MissingDependencyError, SensorError
 COUNTER_SOURCE = "measured: nvml/energy counter"
 INSTANT_SOURCE = "measured: nvml/instant power"
 AVERAGE_SOURCE = "measured: nvml/average power"
+AVERAGE_PERIOD_S = 1.0  # nvmlDeviceGetPowerUsage averages over this on Ampere and newer
 
 
 class NvmlDevice(Protocol):
@@ -208,7 +213,7 @@ class NvmlMeter(EnergyMeter):
         """Why the counter cannot be used for this window, or None when it can."""
         if not self.has_counter:
             return "this GPU has no energy counter (before Volta); polled power was integrated"
-        if duration_s < self.min_counter_window_s:
+        if duration_s < self.min_counter_window_s and not self._averaged:  # instant power beats it
             return (
                 f"window of {duration_s:.3g} s is shorter than {self.min_counter_window_s:g} s and "
                 "the energy counter advances only every 20-100 ms; polled power was integrated"
@@ -219,6 +224,7 @@ class NvmlMeter(EnergyMeter):
 
     def _result(self, duration_s: float, samples: int) -> EnergyMeasurement:
         reason = self._fallback_reason(duration_s)
+        warning = None
         if reason is None and self._whole:
             energy_j, source = (self._last_mj - self._first_mj) / 1000, COUNTER_SOURCE
         elif reason is None:
@@ -229,6 +235,15 @@ class NvmlMeter(EnergyMeter):
             if self._averaged:
                 reason = (f"{reason}; nvmlDeviceGetPowerUsage was polled, as the driver gives no "
                            "instantaneous power field: on Ampere and newer it is a 1 s average")
+        if source == COUNTER_SOURCE and duration_s < self.min_counter_window_s:
+            reason = (f"window of {duration_s:.3g} s read from the energy counter (it advances "
+                      f"every 20-100 ms): the driver gives no instantaneous power field, and "
+                      f"nvmlDeviceGetPowerUsage averages over {AVERAGE_PERIOD_S:g} s")
+        if source == AVERAGE_SOURCE and duration_s < AVERAGE_PERIOD_S:
+            warning = (f"window of {duration_s:.3g} s is shorter than the {AVERAGE_PERIOD_S:g} s "
+                       f"that nvmlDeviceGetPowerUsage averages over on Ampere and newer: the "
+                       f"figure mixes in the power before the window; profile for longer "
+                       f"(--duration)")
         return EnergyMeasurement(
             energy_j=energy_j,
             duration_s=duration_s,
@@ -237,6 +252,7 @@ class NvmlMeter(EnergyMeter):
             samples=samples,
             components={f"gpu{self.device_index}": energy_j},
             note=reason,
+            warning=warning,
         )
 
     def _attribution(self, result: EnergyMeasurement) -> str:

@@ -6,7 +6,8 @@ agent kills when a job overruns, so a hung or crashed engine build never takes t
 The process stays for the next job (imports are paid once per batch of jobs, not per job) and
 exits after ``idle_s`` without one, giving its memory back to the device.
 
-    python -m edgekit.fleet.child describe [DEVICE]   -> JSON {"profile", "sensors"} on stdout
+    python -m edgekit.fleet.child describe [DEVICE [as]] -> JSON {"profile", "sensors",
+                                                         "measured_on"} on stdout
     python -m edgekit.fleet.child serve IDLE_S        -> for each WORKDIR line on stdin:
                                                          WORKDIR/result.json, then DONE WORKDIR
 """
@@ -41,14 +42,17 @@ def settings_from(doc: dict[str, Any]) -> Any:
     return ProfileSettings(**{**doc, "plan": TimingPlan(**doc["plan"])})
 
 
-def describe(device: str | None) -> dict[str, Any]:
-    """This machine's device profile (``device`` checked, else detected) and readable sensors."""
+def describe(device: str | None, as_device: bool = False) -> dict[str, Any]:
+    """This machine's device profile (``device`` checked against the hardware, else detected),
+    its readable sensors, and the machine's own profile when it only carries ``device``'s
+    label (``as_device``; None otherwise)."""
     from edgekit.energy.registry import list_meters
     from edgekit.energy.select import sysfs_root
     from edgekit.profiler.run import resolve_device
 
     root = sysfs_root()
-    return {"profile": resolve_device(device).name,
+    profile, here = resolve_device(device, as_device=as_device, sysfs=str(root))
+    return {"profile": profile.name, "measured_on": here.name if here else None,
             "sensors": [s.name for s in list_meters() if s.sensor and s.probe(root)]}
 
 
@@ -106,7 +110,7 @@ def main(argv: list[str]) -> int:
     mode, *rest = argv
     if mode == "describe":
         try:
-            found = describe(rest[0] if rest else None)
+            found = describe(rest[0] if rest else None, rest[1:] == ["as"])
         except EdgekitError as exc:
             found = {"error": str(exc)}
         print(json.dumps(found))

@@ -19,6 +19,7 @@ from typing import Any
 
 from edgekit.fleet.child import DONE, RESULT_FILE, SETTINGS_FILE, TARGET_FILE
 from edgekit.fleet.payload import Payload
+from edgekit.fleet.worker import labelled_only
 from edgekit.interpreter import module_command
 
 TOPIC = "edgekit-fleet"  # the Dask event topic jobs report their start and end on
@@ -126,7 +127,8 @@ def profile_job(payload: Payload, settings: dict[str, Any], device: str,
         with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
             workdir = Path(tmp)
             target = payload.unpack(workdir)
-            (workdir / SETTINGS_FILE).write_text(json.dumps({**settings, "device": device}))
+            (workdir / SETTINGS_FILE).write_text(json.dumps(
+                {**settings, "device": device, "as_device": labelled_only()}))
             (workdir / TARGET_FILE).write_text(str(target))
             result = _RUNNER.run(workdir, timeout_s)
     finally:

@@ -22,7 +22,7 @@ _ROW = Object({
     "flops_per_sample": Optional(NUMBER), "latency_p50_ms": NUMBER, "latency_p99_ms": NUMBER,
     "throughput_per_s": NUMBER, "energy_per_inference_j": NUMBER, "energy_source": STR,
     "peak_rss_mib": NUMBER, "device": Optional(STR), "device_name": Optional(STR),
-    "backend": Optional(STR),
+    "backend": Optional(STR), "measured_on": Optional(STR),
 })
 COMPARE_REPORT = Object({
     "kind": STR, "metric": STR, "higher_is_better": BOOL, "backend": STR, "rows": ListOf(_ROW),
@@ -38,6 +38,7 @@ def profile_row(name: str, report: dict[str, Any], *, family: str, metric: str, 
     return {
         "name": name, "family": family, "metric": metric, metric: score, "dataset": dataset,
         "device": device["profile"], "device_name": device["display_name"], "worker": worker,
+        "measured_on": device.get("measured_on"),  # set when the device only carries the label
         "backend": report["backend"].get("backend"), "checkpoint": checkpoint,
         **measured_fields(report),
     }

@@ -24,11 +24,12 @@ class Device:
     host: str | None = None
     sensors: tuple[str, ...] = ()
     edgekit: str | None = None  # edgekit's version there (the client's code runs there)
+    measured_on: str | None = None  # its own profile when it only carries ``profile``'s label
 
     def to_dict(self) -> dict[str, Any]:
         return {"address": self.address, "name": self.name, "profile": self.profile,
                 "busy": self.busy, "host": self.host, "sensors": list(self.sensors),
-                "edgekit": self.edgekit}
+                "edgekit": self.edgekit, "measured_on": self.measured_on}
 
 
 def _ask_each(client: Any) -> dict[str, Any]:
@@ -72,7 +73,8 @@ def fleet_devices(client: Any, describe: bool = True) -> list[Device]:
         devices.append(Device(address=addr, name=str(worker.get("name", addr)), profile=kind,
                               busy=bool(processing.get(addr)), host=extra.get("host"),
                               sensors=tuple(extra.get("sensors", ())),
-                              edgekit=extra.get("edgekit")))
+                              edgekit=extra.get("edgekit"),
+                              measured_on=extra.get("measured_on")))
     return sorted(devices, key=lambda d: (d.profile, d.name))
 
 

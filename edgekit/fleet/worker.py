@@ -17,6 +17,7 @@ from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.fleet.engine import address, distributed, resource_for, security
+from edgekit.fleet.scheduler import CLOSED_HTTP, without_http
 from edgekit.interpreter import module_command
 from edgekit.provenance import library_versions
 
@@ -24,10 +25,12 @@ _DESCRIBE_TIMEOUT_S = 120.0  # importing torch on a Jetson Nano's SD card takes 
 _HERE: dict[str, Any] = {}  # what this agent said about its device at start-up
 
 
-def describe_device(device: str | None) -> dict[str, Any]:
-    """This machine's profile (``device`` checked, else detected) and readable power sensors,
-    found by a child process so the agent never imports torch."""
-    cmd = module_command("edgekit.fleet.child", "describe", *([device] if device else []))
+def describe_device(device: str | None, as_device: bool = False) -> dict[str, Any]:
+    """This machine's profile (``device`` checked against the hardware, or only its label with
+    ``as_device``; else detected) and readable power sensors, found by a child process so the
+    agent never imports torch."""
+    args = ([device] if device else []) + (["as"] if as_device else [])
+    cmd = module_command("edgekit.fleet.child", "describe", *args)
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=_DESCRIBE_TIMEOUT_S,
                              check=False, stdin=subprocess.DEVNULL)
@@ -41,6 +44,12 @@ def describe_device(device: str | None) -> dict[str, Any]:
     if "error" in found:
         raise UsageError(found["error"])
     return found
+
+
+def labelled_only() -> bool:
+    """True when this agent serves under a profile its hardware is not (``--as-device``): its
+    jobs' reports then say where they were measured."""
+    return bool(_HERE.get("measured_on"))
 
 
 def describe_here() -> dict[str, Any]:
@@ -68,8 +77,9 @@ async def _serve(where: str, device: str, name: str, sec: Any) -> None:
     with dask.config.set(QUIET_AGENT):
         worker = distributed().Worker(where, nthreads=1, resources={resource_for(device): 1},
                                       name=name, security=sec, dashboard=False,
-                                      memory_limit=0)
+                                      dashboard_address=CLOSED_HTTP, memory_limit=0)
         async with worker:
+            without_http(worker)  # started with the worker: no HTTP server on a device
             await worker.finished()
 
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_backends
 from edgekit.energy import EnergyMeter, open_meter
+from edgekit.energy.select import sysfs_root
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import export_onnx, load_artifact
 from edgekit.flops import model_cost
@@ -29,6 +30,7 @@ from edgekit.profiler.memory import PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
 from edgekit.profiles import DeviceProfile, detect_profile, load_profile
+from edgekit.profiles.claim import measured_on
 from edgekit.progress import Progress, ProgressUpdate
 from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
 
@@ -37,6 +39,7 @@ from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target,
 class ProfileSettings:
     backend: str = "torch"
     device: str | None = None  # profile name or path; None = detected
+    as_device: bool = False  # this machine need not be a ``device``: its figures are labelled so
     batch: int = 1
     threads: int | None = None  # None = every core this process may use
     plan: TimingPlan = TimingPlan()
@@ -65,6 +68,8 @@ class ProfileSettings:
             raise UsageError(f"--batch must be at least 1, got {self.batch}")
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.threads}")
+        if self.as_device and self.device is None:
+            raise UsageError("as_device labels figures with a named profile: give device too")
 
 
 def available_cores() -> int:
@@ -217,15 +222,15 @@ def _prepare(target: Target, settings: ProfileSettings, threads: int,
     return _from_model(target, settings, threads, workdir)
 
 
-def resolve_device(device: str | None) -> DeviceProfile:
-    """The profile to measure against; a neuromorphic cost table is not a device to run on."""
-    profile = load_profile(device) if device is not None else detect_profile()
-    if profile.kind == "neuromorphic":
-        raise UsageError(f"{profile.name} is a neuromorphic cost table, not a device edgekit "
-                         f"can run a model on",
-                         hint=f"price a spiking net's events with 'edgekit simulate MODEL "
-                              f"--chip {profile.name}'")
-    return profile
+def resolve_device(device: str | None, *, as_device: bool = False,
+                   sysfs: str | None = None) -> tuple[DeviceProfile, DeviceProfile | None]:
+    """The profile the report is labelled with, and the one its figures belong to when this
+    machine is not such a device (``as_device``; else that is refused: ``profiles/claim.py``).
+    ``sysfs``: the root the sensors are read under, where the machine is identified too."""
+    if device is None:
+        return detect_profile(), None
+    profile = load_profile(device)
+    return profile, measured_on(profile, as_device=as_device, root=sysfs_root(sysfs))
 
 
 class _NoProgress:
@@ -258,11 +263,12 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
     """
     get_backend(settings.backend).check(settings.provider)  # one line where it cannot run here
     resolved = resolve_target(target, inputs=inputs, batch=settings.batch)
-    device = resolve_device(settings.device)
+    device, here = resolve_device(settings.device, as_device=settings.as_device,
+                                  sysfs=settings.sysfs_root)
     threads = settings.threads or available_cores()
     with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
         prepared = _prepare(resolved, settings, threads, Path(tmp))
-        meter = meter or open_meter(device, settings.energy, root=settings.sysfs_root)
+        meter = meter or open_meter(here or device, settings.energy, root=settings.sysfs_root)
         memory = PeakMemoryTracker()
         memory.start()
         t0 = time.perf_counter()
@@ -289,7 +295,8 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    report = _report(prepared, settings, device=device, threads=threads, backend=described,
+    report = _report(prepared, settings, device=device, here=here, threads=threads,
+                     backend=described,
                      creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
                      samples=samples, timed_s=wall_s, energy=energy, mem=mem)
     if any(phases.values()):
@@ -298,8 +305,20 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
     return report
 
 
+def _device_doc(device: DeviceProfile, here: DeviceProfile | None) -> dict[str, Any]:
+    """The profile named, and where the figures come from when that is another machine."""
+    doc = {"profile": device.name, "display_name": device.display_name, "kind": device.kind,
+           "power_mode": device.default_power_mode, "calibrated": device.calibrated}
+    if here is not None:
+        doc["measured_on"] = here.name
+        doc["note"] = (f"measured on this machine ({here.display_name}), not a {device.name}: "
+                       f"latency, memory, peaks and energy are this machine's")
+    return doc
+
+
 def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
-            threads: int, backend: dict[str, Any], creation_s: float, first_s: float,
+            here: DeviceProfile | None, threads: int, backend: dict[str, Any],
+            creation_s: float, first_s: float,
             warm_iters: int, samples: list[float], timed_s: float, energy: Any,
             mem: Any) -> dict[str, Any]:
     stats = latency_stats(samples)
@@ -309,20 +328,22 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
     compute: dict[str, Any] = {"params": prepared.params,
                                "flops_per_sample": prepared.flops_per_sample,
                                "precision": precision}
+    measured = here or device  # whose peak the achieved FLOP/s is a share of
     if prepared.flops_per_sample:
         achieved = prepared.flops_per_sample * settings.batch / per_call_s
-        peak = device.peak_for(precision)
+        peak = measured.peak_for(precision)
         compute.update({
             "achieved_flops_per_s": achieved,
             "basis": "FLOPs per call / median latency",
             "peak_flops_per_s": peak,
-            "peak_source": device.sources.get(f"peak.{precision}")
-            or device.sources.get("peak") if peak else None,
+            "peak_source": measured.sources.get(f"peak.{precision}")
+            or measured.sources.get("peak") if peak else None,
             "share_of_peak": achieved / peak if peak else None,
         })
         if not peak:
-            compute["note"] = (f"profile {device.name} has no {precision} peak figure"
-                               + ("; run 'edgekit devices --calibrate'" if device.generic else ""))
+            compute["note"] = (f"profile {measured.name} has no {precision} peak figure"
+                               + ("; run 'edgekit devices --calibrate'" if measured.generic
+                                  else ""))
     energy_doc = energy.to_dict()
     if energy.energy_j == energy.energy_j:  # not NaN
         energy_doc["energy_per_inference_j"] = energy.energy_j / n
@@ -332,8 +353,7 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
         "target": prepared.name,
         "source": prepared.source,
         "backend": backend,
-        "device": {"profile": device.name, "display_name": device.display_name, "kind": device.kind,
-                   "power_mode": device.default_power_mode, "calibrated": device.calibrated},
+        "device": _device_doc(device, here),
         "settings": {"batch": settings.batch, "threads": threads, "precision": precision,
                      "energy": settings.energy, **settings.plan.describe()},
         "creation_s": creation_s,

@@ -16,12 +16,14 @@ import torch
 
 from edgekit.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
 from edgekit.data import load_dataset
+from edgekit.energy.select import sysfs_root
 from edgekit.errors import UsageError
 from edgekit.flops import model_cost
 from edgekit.inputs import InputOverride
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import DeviceProfile, detect_profile, list_profiles, load_profile
+from edgekit.profiles.claim import measured_on
 from edgekit.registry import all_names, split_name
 from edgekit.spiking.counting import COUNTER_SOURCE, count, spike_total
 from edgekit.spiking.energy import horowitz_45nm, neuromorphic, spikingjelly_simple
@@ -122,6 +124,8 @@ def _device(name: str | None) -> DeviceProfile:
         raise UsageError(f"--device {device.name} is a neuromorphic cost table, not a machine the "
                          "profiler can run on", hint="pass it as --chip; --device names a CPU, "
                          "GPU or Jetson profile")
+    if name is not None:
+        measured_on(device, as_device=False, root=sysfs_root())  # refused now, not after
     return device
 
 
