@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from edgekit.compare.pareto import frontier
+from edgekit.compare.table import PERCENT_METRICS
 from edgekit.fileio import atomic_write_bytes
 
 MARKERS = {"fp32": "o", "fp16": "s", "int8": "^"}  # precision by marker shape; others: circles
@@ -30,7 +31,7 @@ def metric_figure(result: dict[str, Any]) -> Figure:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    scale_y, unit = (100.0, " (%)") if result["metric"] == "accuracy" else (1.0, "")
+    scale_y, unit = (100.0, " (%)") if result["metric"] in PERCENT_METRICS else (1.0, "")
     keys = [("latency_p50_ms", "median latency (ms)", 1.0)]
     if any(not math.isnan(r["energy_per_inference_j"]) for r in rows):
         keys.append(("energy_per_inference_j", "energy per inference (mJ, "
