@@ -60,8 +60,6 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                    inputs=(_FULL_MASK.format(tokens=128),)),
         SuiteModel("spikingformer-4-384",
                    "edgekit.methods.spik4lite.spikingformer:cifar_model_and_inputs", "spiking"),
-        SuiteModel("spikingresformer-ti",
-                   "edgekit.methods.ssa.resformer:cifar_model_and_inputs", "spiking"),
         SuiteModel("wbmm-p", "edgekit.methods.wbmm.model:paper_model_and_inputs", "wbmm"),
         SuiteModel("wifi-mamba-full",
                    "edgekit.methods.wifi_mamba.model:full_model_and_inputs", "pose",

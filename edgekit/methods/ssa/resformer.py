@@ -206,10 +206,3 @@ register_model(ModelEntry(
     spiking=False,
 ))
 
-
-def cifar_model_and_inputs() -> tuple[SpikingResformer, dict[str, torch.Tensor]]:
-    """SpikingResformer-Ti (SSA attention, T = 4) at CIFAR size: the paper's Ti widths and
-    depths on 32x32 images, 10 classes, random weights: the edge suite's member."""
-    torch.manual_seed(0)
-    model = build_paper_model("ssa-ti", input_size=32, num_classes=10).eval()
-    return model, {"x": torch.rand(1, 3, 32, 32)}
