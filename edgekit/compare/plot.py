@@ -60,7 +60,8 @@ def save_figure(figure: Figure, title: str, path: str | Path) -> Path:
 
 
 def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
-    rows, metric = result["rows"], result["metric"]
+    metric = result["metric"]
+    rows = [r for r in result["rows"] if r.get(metric) is not None]  # an unscored row has no y
     figure = metric_figure(result)
     scale_y, unit, sign = figure.scale_y, figure.unit, figure.sign
     flags = {"latency_p50_ms": "pareto_latency", "energy_per_inference_j": "pareto_energy"}

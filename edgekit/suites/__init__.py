@@ -53,7 +53,8 @@ _HF = "edgekit.suites.hf"
 _FULL_MASK = "attention_mask:1x{tokens}:int64:1..2"
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("edge", "real-size models: MobileNetV2 and ViT-S/16 at 224 px, DistilBERT-base at "
-                  "128 tokens, and the methods at their papers' sizes (random weights)", (
+                  "128 tokens, Spikingformer-4-384 at CIFAR size, WBMM-P at 224 px and "
+                  "WiFi-Mamba full (random weights)", (
         SuiteModel("mobilenet-v2", f"{_HF}:mobilenet_v2", "cnn", int8_target=True),
         SuiteModel("vit-s16", f"{_HF}:vit_small", "vit", int8_target=True),
         SuiteModel("distilbert-base", f"{_HF}:distilbert_base", "text", int8_target=True,
@@ -64,7 +65,6 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
         SuiteModel("wifi-mamba-full",
                    "edgekit.methods.wifi_mamba.model:full_model_and_inputs", "pose",
                    classifier=False),
-        SuiteModel("astra-vit-s", "edgekit.methods.astra.paper:vit_s_model_and_inputs", "vit"),
     )),
     Suite("edge-tiny", "the edge suite's Hugging Face architectures at toy sizes, to check the "
                        "plumbing in seconds", (

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
 from torch import nn
 
 from edgekit.errors import UnknownNameError
@@ -40,10 +39,3 @@ def build_paper_model(name: str, **overrides: Any) -> nn.Module:
     cls = AstraGPT if name == "gpt2" else AstraViT
     return cls(**paper_config(name, **overrides))
 
-
-def vit_s_model_and_inputs() -> tuple[nn.Module, dict[str, torch.Tensor]]:
-    """ASTRA ViT-S at the paper's latency workload (512x512, 1024 tokens), random weights: the
-    edge suite's member."""
-    torch.manual_seed(0)
-    size = PAPER_CONFIGS["vit-s"]["image_size"]
-    return build_paper_model("vit-s").eval(), {"x": torch.rand(1, 3, size, size)}
