@@ -11,12 +11,14 @@ of ``--samples`` generated inputs whose top-1 class matches ONNX Runtime FP32's 
 agreement, not accuracy). Latency: ``--rounds`` rounds, each timing every case once in an order
 that rotates between rounds; the table quotes the median over rounds of each round's median call,
 with the min-max spread. A second int8 artifact calibrated by MinMax (edgekit's default is
-Entropy) is scored for agreement, to tell a calibration problem from a graph problem. Where int8
-misses 2x, ONNX Runtime's profiler splits its time and
-fp32's by operator type (1 thread).
+Entropy) is scored for agreement, to tell a calibration problem from a graph problem;
+``--int8-ops Gemm,Conv`` adds an int8 artifact quantizing only those operators, timed and scored
+like the others. ONNX Runtime's profiler splits the time of fp32 and each int8 by operator type
+(1 thread), to show where int8 wins or loses.
 
     python benchmarks/edge_suite.py [--models mobilenet-v2,vit-s16] [--rounds 5]
-        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--out edge_suite]
+        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops Gemm,Conv]
+        [--no-minmax] [--out edge_suite]
 """
 from __future__ import annotations
 
