@@ -29,6 +29,7 @@ from edgekit.cli.common import (
 from edgekit.cli.fleet import compare_fleet_command, fleet_options
 from edgekit.compare import compare as run_compare
 from edgekit.compare import plot_compare
+from edgekit.compare.precision import parse_precisions
 from edgekit.compare.table import cells, columns
 from edgekit.energy import meter_names
 from edgekit.errors import UsageError
@@ -37,6 +38,8 @@ from edgekit.inputs import parse_inputs
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
+from edgekit.suites import get_suite, suite_names
+from edgekit.suites.run import DEFAULT_PRECISIONS, DEFAULT_SAMPLES, compare_suite
 
 CSV_COLUMNS = ("name", "family", "precision", "params", "flops_per_sample", "size_bytes",
                "latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "throughput_per_s",
@@ -62,6 +65,21 @@ class BackendList(click.ParamType):
         if len(set(names)) != len(names):
             self.fail(f"{value!r} names a backend twice", param, ctx)
         return names
+
+
+def _refuse_with_suite(backends: tuple[str, ...], data: str | None, evaluate: str | None,
+                       inputs: tuple[str, ...], from_paths: tuple[str, ...],
+                       fleet: str | None) -> None:
+    """--suite brings its own models, inputs and scores: options that set those are refused."""
+    given = [flag for flag, value in (("--data", data), ("--evaluate", evaluate),
+                                      ("--input", inputs), ("--from", from_paths),
+                                      ("--fleet", fleet)) if value]
+    if given:
+        raise UsageError(f"--suite brings its own models, inputs and scores; {given[0]} does not "
+                         f"apply to it", hint="give NAMES to pick the suite's members")
+    if backends != ("onnxruntime",):
+        raise UsageError(f"--suite compares ONNX Runtime artifacts at each precision, not "
+                         f"--backend {','.join(backends)}", hint="leave --backend out")
 
 
 def render_compare(result: dict[str, Any]) -> Table:
@@ -125,6 +143,12 @@ def to_csv(result: dict[str, Any]) -> str:
               help="Add an estimated row per model for this device profile (repeatable; 'all'): "
                    "latency from 'edgekit estimate', energy not measured, marked ~, off the "
                    "fronts.")
+@click.option("--suite", type=RegistryChoice(suite_names, "suite"),
+              help="Run a suite of real-size models instead of NAMES (NAMES then pick its "
+                   "members): each at every --precision (default fp32,fp16,int8), scored by "
+                   "top-1 agreement with its own FP32 outputs on --suite-samples random inputs.")
+@click.option("--suite-samples", type=click.IntRange(min=1), default=DEFAULT_SAMPLES,
+              show_default=True, help="Inputs per suite member for the agreement score.")
 @input_option
 @fleet_options
 def compare(names: tuple[str, ...], device: str | None, as_device: str | None,
@@ -132,8 +156,9 @@ def compare(names: tuple[str, ...], device: str | None, as_device: str | None,
             threads: int | None, duration: float, energy: str, sysfs_root: str | None,
             data: str | None, precisions: str | None,
             plot_path: str | None, csv_path: str | None, json_path: str | None,
-            from_paths: tuple[str, ...], evaluate: str | None, inputs: tuple[str, ...],
-            estimate_devices: tuple[str, ...], **fleet: Any) -> None:
+            from_paths: tuple[str, ...], evaluate: str | None, suite: str | None,
+            suite_samples: int, inputs: tuple[str, ...], estimate_devices: tuple[str, ...],
+            **fleet: Any) -> None:
     """Compare models on their task metric, latency and energy.
 
     \b
@@ -142,7 +167,8 @@ def compare(names: tuple[str, ...], device: str | None, as_device: str | None,
     are scored on their datasets; yours on --data FILE.npz (an array per input, named after it,
     and labels: top-1 accuracy of the first output) or by --evaluate; with neither, the table
     shows the efficiency columns alone. With --fleet they are measured on every device kind of
-    a fleet; with --from, saved reports are merged instead.
+    a fleet; with --from, saved reports are merged instead. With --suite, a suite's models
+    (edgekit.suites) are compared, each member's rows with their own Pareto fronts.
     """
     device, labelled = claimed_device(device, as_device)
     settings = ProfileSettings(backend=backends[0], device=device, as_device=labelled,
@@ -158,17 +184,31 @@ def compare(names: tuple[str, ...], device: str | None, as_device: str | None,
                          "fleet")
     if (from_paths or fleet["fleet_scheduler"]) and len(backends) > 1:
         raise UsageError("several backends apply to a compare run here, not to --from or a fleet")
-    if from_paths or fleet["fleet_scheduler"]:
+    if suite is not None and estimate_devices:
+        raise UsageError("--estimate-device applies to a compare of NAMES, not to --suite",
+                         hint="estimate a suite member with 'edgekit estimate'")
+    if suite is not None:
+        _refuse_with_suite(backends, data, evaluate, inputs, from_paths, fleet["fleet_scheduler"])
+        with progress_bars(transient=False) as progress:
+            result = compare_suite(get_suite(suite), settings, models=list(names) or None,
+                                   precisions=parse_precisions(precisions or DEFAULT_PRECISIONS),
+                                   samples=suite_samples, progress=progress)
+    elif from_paths or fleet["fleet_scheduler"]:
         compare_fleet_command(list(names), settings, from_paths=list(from_paths), data=data,
                               csv_path=csv_path, plot_path=plot_path, json_path=json_path,
                               evaluate=evaluate, inputs=tuple(parse_inputs(inputs)), **fleet)
         return
-    with progress_bars(transient=False) as progress:
-        result = run_compare(list(names), settings, data=data, progress=progress,
-                             precisions=precisions, backends=backends, evaluate=evaluate,
-                             inputs=tuple(parse_inputs(inputs)),
-                             estimate_devices=estimate_devices)
+    else:
+        with progress_bars(transient=False) as progress:
+            result = run_compare(list(names), settings, data=data, progress=progress,
+                                 precisions=precisions, backends=backends, evaluate=evaluate,
+                                 inputs=tuple(parse_inputs(inputs)),
+                                 estimate_devices=estimate_devices)
     console.print(render_compare(result))
+    if suite is not None:
+        console.print(f"random weights: {result['metric']} is top-1 agreement with each model's "
+                      f"own FP32 outputs on {suite_samples} random inputs, not accuracy; "
+                      f"the fronts are drawn within each model's rows")
     if not result.get("scored", True):
         console.print("not scored: give --data FILE.npz (an array per input and labels) or "
                       "--evaluate file.py:fn; the fronts are over the costs alone")

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from edgekit.compare.pareto import frontier
+from edgekit.compare.table import PERCENT_METRICS
 from edgekit.fileio import atomic_write_bytes
 
 MARKERS = {"fp32": "o", "fp16": "s", "int8": "^"}  # precision by marker shape; others: circles
@@ -30,7 +31,7 @@ def metric_figure(result: dict[str, Any]) -> Figure:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    scale_y, unit = (100.0, " (%)") if result["metric"] == "accuracy" else (1.0, "")
+    scale_y, unit = (100.0, " (%)") if result["metric"] in PERCENT_METRICS else (1.0, "")
     keys = [("latency_p50_ms", "median latency (ms)", 1.0)]
     if any(not math.isnan(r["energy_per_inference_j"]) for r in rows):
         keys.append(("energy_per_inference_j", "energy per inference (mJ, "
@@ -59,7 +60,8 @@ def save_figure(figure: Figure, title: str, path: str | Path) -> Path:
 
 
 def plot_compare(result: dict[str, Any], path: str | Path) -> Path:
-    rows, metric = result["rows"], result["metric"]
+    metric = result["metric"]
+    rows = [r for r in result["rows"] if r.get(metric) is not None]  # an unscored row has no y
     figure = metric_figure(result)
     scale_y, unit, sign = figure.scale_y, figure.unit, figure.sign
     flags = {"latency_p50_ms": "pareto_latency", "energy_per_inference_j": "pareto_energy"}

@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
+PERCENT_METRICS = ("accuracy", "agreement")  # fractions shown in %
+
 
 def format_score(metric: str, value: float) -> str:
-    """Accuracy as a percentage; error metrics (MPJPE in mm) as they are."""
-    return f"{value * 100:.2f}%" if metric == "accuracy" else f"{value:.1f}"
+    """Accuracy (and a suite's top-1 agreement) as a percentage; error metrics (MPJPE in mm)
+    as they are."""
+    return f"{value * 100:.2f}%" if metric in PERCENT_METRICS else f"{value:.1f}"
 
 
 def _finite(value: Any) -> bool:

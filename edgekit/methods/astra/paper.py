@@ -38,3 +38,4 @@ def build_paper_model(name: str, **overrides: Any) -> nn.Module:
     """``"vit-s"``/``"vit-b"`` -> AstraViT, ``"gpt2"`` -> AstraGPT; overrides win."""
     cls = AstraGPT if name == "gpt2" else AstraViT
     return cls(**paper_config(name, **overrides))
+

@@ -148,3 +148,10 @@ register_model(ModelEntry(
     train=TrainSettings(epochs=30, batch_size=64, lr=3e-3, weight_decay=1e-4),
     spiking=True,
 ))
+
+
+def cifar_model_and_inputs() -> tuple[Spikingformer, dict[str, torch.Tensor]]:
+    """Spikingformer-4-384 at CIFAR size (32x32, T = 4) with random weights and one example
+    image: the edge suite's member (``edgekit.suites``)."""
+    torch.manual_seed(0)
+    return build_cifar_model().eval(), {"x": torch.rand(1, 3, 32, 32)}

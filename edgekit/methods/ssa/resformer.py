@@ -205,3 +205,4 @@ register_model(ModelEntry(
     train=_TRAIN,
     spiking=False,
 ))
+

@@ -318,3 +318,10 @@ register_model(ModelEntry(
     train=DIGITS_TRAIN,
     deploy=_deploy,
 ))
+
+
+def paper_model_and_inputs() -> tuple[WBMMNet, dict[str, torch.Tensor]]:
+    """WBMM-P at 224x224 (10.6 M parameters, 1000 classes), random weights: the edge suite's
+    member."""
+    torch.manual_seed(0)
+    return build_paper_model("p").eval(), {"x": torch.rand(1, 3, 224, 224)}

@@ -164,3 +164,10 @@ CONFIGS = {
     "full": {"d_model": 156, "d_state": 16, "n_layers": 4, "dec_dim": 116, "dec_layers": 3,
              "heads": 4, "queries": 100},  # 2,117,227 parameters
 }
+
+
+def full_model_and_inputs() -> tuple[WiFiMamba, dict[str, torch.Tensor]]:
+    """WiFi-Mamba at the paper's size (``CONFIGS["full"]``), one frame of CSI (amplitude and
+    phase, 270 subcarrier-antenna pairs, 20 packets), random weights: the edge suite's member."""
+    torch.manual_seed(0)
+    return WiFiMamba(**CONFIGS["full"]).eval(), {"x": torch.randn(1, 2, 270, 20)}
