@@ -138,7 +138,7 @@ def _measured_line(measured: dict[str, Any]) -> str:
 def estimate(target: str, devices: tuple[str, ...], precisions: str, batch: int,
                      layer_rows: int, measure: bool, duration: float, threads: int | None,
                      json_path: str | None, inputs: tuple[str, ...]) -> None:
-    """Estimate TARGET's latency and memory on device profiles, per layer and precision.
+    """Estimate a model's latency and memory on devices you do not have.
 
     \b
     TARGET is a registry name, a checkpoint, an ONNX artifact folder, an .onnx or .pt2 file,
