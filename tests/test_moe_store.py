@@ -243,3 +243,101 @@ def test_an_unreadable_data_file_is_one_line_in_verify_and_serve(tiny_qwen, tmp_
                  ["moe", "serve", str(store), "--prompt", "hi", "--max-new-tokens", "1"]):
         result = CliRunner().invoke(cli, args)
         one_line_error(result.exit_code, result.output, 2, "weights.zmoe: cannot read")
+
+
+def _relabel_fp16(m):
+    m["tensors"]["model.embed_tokens.weight"]["dtype"] = "float16"
+
+
+def _swap_entries(a, b):
+    def edit(m):
+        t = m["tensors"]
+        t[a], t[b] = t[b], t[a]
+    return edit
+
+
+_EXPERT = "model.layers.{}.mlp.experts.{}.{}_proj.weight"
+
+
+@pytest.mark.parametrize(("edit", "serve_reads_it"), [
+    (_relabel_fp16, True),
+    (_swap_entries(_EXPERT.format(0, 0, "up"), _EXPERT.format(0, 1, "up")), False),
+    (_swap_entries("model.embed_tokens.weight", "lm_head.weight"), True),
+], ids=["dtype-relabelled", "experts-swapped", "dense-swapped"])
+def test_relabelled_or_swapped_data_in_a_resigned_store_is_refused(tiny_qwen, tmp_path, edit,
+                                                                   serve_reads_it):
+    """Issue 45 item 7: a re-signed manifest that relabels a tensor bf16 -> fp16 (same size) or
+    swaps two tensors' data opened and decoded silently. Each tensor's sha256 binds its bytes
+    to its name, dtype and shape, so verify refuses it in one line."""
+    from oneline import one_line_error
+
+    store = _resigned(tiny_qwen[1], tmp_path / "forged", edit)
+    result = CliRunner().invoke(cli, ["moe", "verify", str(store)])
+    one_line_error(result.exit_code, result.output, 2, "do not match its field 'sha256'")
+    if serve_reads_it:  # dense tensors are loaded at start; which experts serve reads, below
+        result = CliRunner().invoke(cli, ["moe", "serve", str(store), "--prompt", "hi",
+                                          "--max-new-tokens", "1"])
+        one_line_error(result.exit_code, result.output, 2, "do not match its field 'sha256'")
+
+
+def test_serve_refuses_a_forged_expert_it_routes_to_and_never_reads_one_it_does_not(tiny_qwen,
+                                                                                     tmp_path):
+    """Issue 45 item 7: serve passed where verify failed. Serve checks every tensor it decodes
+    (CRC-32s, then the tensor's sha256 the first time), so a forged expert it routes to stops
+    it in one line; one it never routes to is never read, and only verify reports it."""
+    from oneline import one_line_error
+
+    from edgekit.methods.zipmoe.engine import Engine, EngineSettings
+
+    good = Store(tiny_qwen[1])
+    settings = EngineSettings(memory_budget=0, prefetch=False)
+    with Engine(good, settings) as engine:
+        engine.generate("hi", 1)
+    cfg = good.config
+    layer = cfg.moe_layers[0]
+    names = {e: _EXPERT.format(layer, e, "gate") for e in range(cfg.num_experts)}
+    routed = [e for e, n in names.items() if n in good.checked]
+    unrouted = [e for e, n in names.items() if n not in good.checked]
+    assert routed and len(unrouted) >= 2, (routed, unrouted)
+    args = ["--prompt", "hi", "--max-new-tokens", "1", "--no-prefetch"]
+
+    hit = _resigned(tiny_qwen[1], tmp_path / "hit",
+                    _swap_entries(names[routed[0]], names[unrouted[0]]))
+    result = CliRunner().invoke(cli, ["moe", "serve", str(hit), *args])
+    one_line_error(result.exit_code, result.output, 2,
+                   f"tensor '{names[routed[0]]}' decodes to bytes that do not match")
+
+    missed = _resigned(tiny_qwen[1], tmp_path / "missed",
+                       _swap_entries(names[unrouted[0]], names[unrouted[1]]))
+    assert CliRunner().invoke(cli, ["moe", "serve", str(missed), *args]).exit_code == 0
+    result = CliRunner().invoke(cli, ["moe", "verify", str(missed)])
+    one_line_error(result.exit_code, result.output, 2, "do not match its field 'sha256'")
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda c, w: c.update(rope_theta=float("nan")), "field 'rope_theta' must be a finite"),
+    (lambda c, w: c.update(rope_theta=float("inf")), "field 'rope_theta' must be a finite"),
+    (lambda c, w: c.update(rope_theta=0), "field 'rope_theta' must be positive"),
+    (lambda c, w: c.update(rms_norm_eps=float("nan")), "field 'rms_norm_eps' must be a finite"),
+    (lambda c, w: w["model.layers.0.mlp.experts.2.up_proj.weight"].__setitem__((0, 0),
+                                                                              float("nan")),
+     "tensor 'model.layers.0.mlp.experts.2.up_proj.weight' holds 1 NaN or infinite values"),
+    (lambda c, w: w["model.norm.weight"].__setitem__(0, float("inf")),
+     "tensor 'model.norm.weight' holds 1 NaN or infinite values"),
+], ids=["rope-nan", "rope-inf", "rope-zero", "eps-nan", "nan-expert", "inf-dense"])
+def test_compress_refuses_non_finite_weights_and_config_floats(tmp_path, edit, says):
+    """Issue 45 item 7: NaN weights or ``rope_theta: NaN`` compressed, and serve then emitted
+    tokens with exit 0. Compress refuses them in one line and writes no store."""
+    from oneline import one_line_error
+
+    ckpt = make_tiny_checkpoint(tmp_path / "ckpt", "qwen", seed=2)
+    config = json.loads((ckpt / "config.json").read_text())
+    weights = load_file(str(ckpt / "model.safetensors"))
+    edit(config, weights)
+    (ckpt / "config.json").write_text(json.dumps(config))
+    save_file(weights, str(ckpt / "model.safetensors"))
+    result = CliRunner().invoke(cli, ["moe", "compress", str(ckpt), "-o",
+                                      str(tmp_path / "store")])
+    one_line_error(result.exit_code, result.output, 2, says)
+    assert not (tmp_path / "store").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

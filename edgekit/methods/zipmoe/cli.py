@@ -267,7 +267,8 @@ def verify(store_path: str) -> None:
     """Check a store's metadata hashes, chunk CRC-32s and tensors.
 
     The manifest and config.json must match their SHA-256, every tensor the model of config.json
-    needs must be present with its shape and dtype, and every tensor is decoded."""
+    needs must be present with its shape and dtype, and every tensor is decoded and must match
+    its sha256 (its name, dtype, shape and bytes)."""
     store = Store(store_path)
     with _progress("verify") as progress:
         task = progress.add_task("verifying", total=len(store.tensors))
@@ -288,7 +289,11 @@ def serve(store_path: str, prompt: str, max_new_tokens: int, mode: str, memory_b
           decode_on: str, workers: int | None, policy: str, full_ratio: float | None,
           prefetch: bool, storage_profile: str | None, bandwidth: float | None, direct: bool,
           threads: int, json_path: str | None) -> None:
-    """Generate tokens from STORE under an expert memory budget."""
+    """Generate tokens from STORE under an expert memory budget.
+
+    Every tensor serve decodes is checked (CRC-32s, then its sha256 the first time), so no token
+    comes from corrupt, swapped or relabelled data; experts it never routes to are never read,
+    so it says nothing about them: 'edgekit moe verify' checks the whole store."""
     store = Store(store_path)
     settings = _settings(store, mode, memory_budget, workers, policy, storage_profile, bandwidth,
                          direct, full_ratio, threads, prefetch, decode_on)

@@ -8,6 +8,7 @@ checkpoint builder and the store all agree on one source of truth.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,8 +178,9 @@ def _get(config: dict[str, Any], key: str, where: str, default: Any = ..., kind:
         return value
     if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
         raise UsageError(f"{where}: field '{key}' must be an integer, got {value!r}")
-    if kind is float and not isinstance(value, (int, float)):
-        raise UsageError(f"{where}: field '{key}' must be a number, got {value!r}")
+    if kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)
+                          or not math.isfinite(value)):  # JSON's NaN/Infinity would serve garbage
+        raise UsageError(f"{where}: field '{key}' must be a finite number, got {value!r}")
     return kind(value)
 
 
@@ -262,6 +264,9 @@ def parse_config(config: dict[str, Any], where: str = "config.json",
     result = MoEConfig(**common)
     if not result.moe_layers:
         raise UsageError(f"{where}: the config has no MoE layers")
+    if result.rope_theta <= 0 or result.rms_norm_eps < 0:
+        raise UsageError(f"{where}: field 'rope_theta' must be positive and 'rms_norm_eps' not "
+                         f"negative, got {result.rope_theta!r} and {result.rms_norm_eps!r}")
     if not 0 < result.top_k <= result.num_experts:
         raise UsageError(f"{where}: num_experts_per_tok {result.top_k} must be in "
                          f"1..{result.num_experts}")

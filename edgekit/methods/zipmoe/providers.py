@@ -626,7 +626,8 @@ class ZipMoEExperts:
         if self.decoder is not None:
             t0 = time.perf_counter()
             specs, keep = job.layout.tensors, job.decision == FULL
-            tensors = [self.decoder.words(job.slot, spec, entry, copy=keep)
+            tensors = [self.store.prove(entry, self.decoder.words(job.slot, spec, entry,
+                                                                  copy=keep))
                        for spec, entry in zip(specs, job.entries, strict=True)]
             if job.type_i and job.decision == SM:
                 job.raws = [self.decoder.take(job.slot, *spec["raw"][:2]) for spec in specs]
@@ -646,7 +647,7 @@ class ZipMoEExperts:
                 exp = self._decompress(entry, blob)
                 self.stats.add_decode(time.perf_counter() - t0, on_compute=True)
             t0 = time.perf_counter()
-            tensors.append(_rebuild(entry, exp, job.raws[t]))
+            tensors.append(self.store.prove(entry, _rebuild(entry, exp, job.raws[t])))
             self.stats.rebuild_s += time.perf_counter() - t0
         return ExpertWeights(*tensors)
 

@@ -2,8 +2,9 @@
 
 A store is a folder:
 
-    manifest.json   format, codec, the model's config, and per tensor: dtype, shape, encoding and
-                    the extents (offset, size, CRC-32) of its raw bytes and exponent chunks
+    manifest.json   format, codec, the model's config, and per tensor: dtype, shape, encoding,
+                    the extents (offset, size, CRC-32) of its raw bytes and exponent chunks, and
+                    the digest that binds its decoded bytes to its name, dtype and shape
     config.json     the checkpoint's own config, copied
     weights.zmoe    the bytes: per tensor its K compressed exponent chunks, then its raw
                     sign-mantissa bytes, every extent starting on a 4 KiB boundary (so reads can
@@ -17,7 +18,16 @@ The metadata is checked as the bytes are: the manifest carries the SHA-256 of ``
 (``config_sha256``) and of its own canonical content (``manifest_sha256``), every field is checked
 against ``MANIFEST_FIELDS``, and every tensor the model of that config asks for must be present
 with the shape it implies, a floating dtype and extents of the size that dtype and shape give. A
-store whose metadata lies about a dtype or the number of layers does not open.
+store whose metadata lies about the number of layers, or about a dtype of another size, does not
+open.
+
+The manifest's own digest only shows it was not edited by hand; whoever edits it can re-sign it.
+What binds a tensor's bytes to the tensor is its ``sha256``: the SHA-256 of its name, dtype and
+shape and its decoded bytes (``tensor_digest``), taken at compress time from the checkpoint's
+tensor. A manifest re-signed after relabelling a bf16 tensor fp16 (same size, so it opens), or
+after swapping two experts' extents, fails that digest when the tensor is decoded: ``verify``
+decodes every tensor, serving checks each tensor the first time it decodes it. It is not a
+signature (anyone can recompute it); it catches relabelled, swapped or mis-decoded data.
 
 Reading checks before decoding: the data file must be as long as the manifest says (a truncated
 file names the first tensor that lies past its end), and every extent's CRC-32 must match (a
@@ -48,7 +58,8 @@ from edgekit.schema import INT, STR, ListOf, MapOf, Object, Optional, check
 
 FORMAT = "edgekit-zipmoe-store"
 # 2: config_sha256 and manifest_sha256 (version 1 stores carry no hashes of their metadata).
-FORMAT_VERSION = 2
+# 3: a per-tensor sha256 binding decoded bytes to name, dtype and shape (``tensor_digest``).
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 CONFIG = "config.json"
 DATA_FILE = "weights.zmoe"
@@ -71,7 +82,7 @@ MANIFEST_FIELDS = Object({
     "config_sha256": STR,
     "manifest_sha256": STR,
     "tensors": MapOf(Object({"dtype": STR, "shape": ListOf(INT), "encoding": STR,
-                             "raw": _EXTENT, "chunks": ListOf(_EXTENT)})),
+                             "sha256": STR, "raw": _EXTENT, "chunks": ListOf(_EXTENT)})),
     "trace": Optional(Object({"tokens": Optional(INT), "counts": Optional(MapOf(ListOf(INT))),
                               "skipped": Optional(STR)})),
 })
@@ -83,6 +94,15 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     rest = {k: v for k, v in manifest.items() if k != "manifest_sha256"}
     text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def tensor_digest(name: str, tensor: torch.Tensor) -> str:
+    """SHA-256 of a tensor's identity (name, dtype, shape) and its bytes, so that bytes which
+    decode fine but belong to another tensor, or are read as another dtype, do not match."""
+    head = json.dumps([name, codec.dtype_name(tensor.dtype), list(tensor.shape)])
+    digest = hashlib.sha256(head.encode() + b"\0")
+    digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy())
+    return digest.hexdigest()
 
 
 def _store_files(folder: Path) -> list[str] | None:
@@ -127,6 +147,7 @@ class TensorEntry:
     dtype: str
     shape: tuple[int, ...]
     encoding: str               # "zipmoe" | "raw"
+    sha256: str                 # tensor_digest of the decoded tensor
     raw: Extent                 # sign-mantissa bytes (zipmoe) or the whole tensor (raw)
     chunks: tuple[Extent, ...]  # compressed exponent chunks (zipmoe)
 
@@ -161,7 +182,7 @@ def _entry_from_json(name: str, doc: dict[str, Any], where: str) -> TensorEntry:
         ext = lambda d: Extent(int(d["offset"]), int(d["size"]), int(d["crc32"]),  # noqa: E731
                                int(d.get("start", 0)), int(d.get("stop", 0)))
         return TensorEntry(name, str(doc["dtype"]), tuple(int(s) for s in doc["shape"]),
-                           str(doc["encoding"]), ext(doc["raw"]),
+                           str(doc["encoding"]), str(doc["sha256"]), ext(doc["raw"]),
                            tuple(ext(c) for c in doc.get("chunks", [])))
     except (KeyError, TypeError, ValueError) as exc:
         raise StoreError(f"{where}: tensor '{name}' has a malformed entry ({exc!r})") from exc
@@ -192,10 +213,17 @@ class _DataWriter:
 
 
 def _encode(name: str, tensor: torch.Tensor, codec_name: str, level: int,
-            chunks: int) -> codec.EncodedTensor | torch.Tensor:
+            chunks: int) -> tuple[codec.EncodedTensor | torch.Tensor, str]:
+    """The tensor encoded (floating) or as is, and its ``tensor_digest``. A NaN or infinite
+    weight is refused: the store would serve it without complaint and emit tokens from it."""
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        bad = int((~torch.isfinite(tensor)).sum())
+        raise StoreError(f"tensor '{name}' holds {bad} NaN or infinite values; a model with them "
+                         f"computes nothing meaningful", hint="check the checkpoint")
+    digest = tensor_digest(name, tensor)
     if codec.dtype_name(tensor.dtype) in codec.SPLITS:
-        return codec.encode(tensor, codec_name, level, chunks)
-    return tensor
+        return codec.encode(tensor, codec_name, level, chunks), digest
+    return tensor, digest
 
 
 def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
@@ -225,7 +253,7 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
                 def drain(limit: int) -> None:
                     while len(pending) > limit:
                         name, future = pending.pop(0)
-                        entries[name] = _write_one(writer, name, future.result(), totals)
+                        entries[name] = _write_one(writer, *future.result(), totals)
                         if progress:
                             progress(name)
 
@@ -261,7 +289,7 @@ def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], to
     return manifest
 
 
-def _write_one(writer: _DataWriter, name: str, encoded: codec.EncodedTensor | torch.Tensor,
+def _write_one(writer: _DataWriter, encoded: codec.EncodedTensor | torch.Tensor, digest: str,
                totals: dict[str, int]) -> dict[str, Any]:
     if isinstance(encoded, codec.EncodedTensor):
         chunk_extents = []
@@ -283,7 +311,8 @@ def _write_one(writer: _DataWriter, name: str, encoded: codec.EncodedTensor | to
     totals["params"] += numel
     totals["original_bytes"] += nbytes
     totals["stored_bytes"] += raw.size + sum(c.size for c in chunk_extents)
-    return {"dtype": dtype, "shape": list(shape), "encoding": encoding, "raw": raw.to_json(),
+    return {"dtype": dtype, "shape": list(shape), "encoding": encoding, "sha256": digest,
+            "raw": raw.to_json(),
             "chunks": [c.to_json() for c in chunk_extents]}
 
 
@@ -335,6 +364,8 @@ class Store:
                                               attention_bias=has_bias)
         self.codec = self.manifest["codec"]["name"]
         self.data_path = self.folder / self.manifest["data_file"]
+        # Names of the tensors whose decoded bytes have matched their sha256 (see ``prove``).
+        self.checked: set[str] = set()
         self._check_length()
         self._check_tensors()
         self._check_trace()
@@ -440,6 +471,19 @@ class Store:
         return [n for n in self.tensors if ".experts." not in n]
 
     # -- decoding ---------------------------------------------------------------------------
+    def prove(self, entry: TensorEntry, tensor: torch.Tensor) -> torch.Tensor:
+        """``tensor`` after checking it against its entry's ``sha256``, the first time only:
+        bytes that passed their CRC-32s once decode the same way every time, so serving pays
+        one hash per tensor it uses, not one per decode."""
+        if entry.name not in self.checked:
+            if tensor_digest(entry.name, tensor) != entry.sha256:
+                raise StoreError(
+                    f"{self.folder / MANIFEST}: tensor '{entry.name}' decodes to bytes that do "
+                    f"not match its field 'sha256' (data swapped, dtype relabelled or manifest "
+                    f"forged)", hint=RECOMPRESS)
+            self.checked.add(entry.name)
+        return tensor
+
     def read(self, handle: Any, entry: TensorEntry, extent: Extent, what: str) -> bytes:
         handle.seek(extent.offset)
         data = handle.read(extent.size)
@@ -450,15 +494,18 @@ class Store:
         if entry is None:
             raise StoreError(f"{self.folder}: no tensor '{name}'")
         with open(self.data_path, "rb") as handle:
-            return decode_entry(entry, {what: self.read(handle, entry, e, what)
-                                        for what, e in entry.extents()}, self.codec, pool)
+            return self.prove(entry, decode_entry(entry, {what: self.read(handle, entry, e, what)
+                                                          for what, e in entry.extents()},
+                                                  self.codec, pool))
 
     def verify(self, progress: Callable[[str], None] | None = None) -> int:
-        """Check every extent's CRC-32 and decode every tensor; returns the tensor count."""
+        """Check every extent's CRC-32, decode every tensor and check its ``sha256``; returns
+        the tensor count."""
         with open(self.data_path, "rb") as handle:
             for name, entry in self.tensors.items():
                 blobs = {what: self.read(handle, entry, e, what) for what, e in entry.extents()}
-                decode_entry(entry, blobs, self.codec)
+                self.checked.discard(name)  # verify checks every tensor, proven or not
+                self.prove(entry, decode_entry(entry, blobs, self.codec))
                 if progress:
                     progress(name)
         return len(self.tensors)
