@@ -70,15 +70,22 @@ def bert_art(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def vit_onnx(tmp_path_factory) -> Path:
-    """MobileViT exported by torch.onnx itself, weights in an external data file, batch
-    symbolic: an ONNX file as a user brings it."""
+    """MobileViT exported by torch.onnx's TorchScript exporter (another exporter than
+    edgekit's), batch symbolic, its weights then moved to an external data file with onnx's own
+    tools: an ONNX file as a user brings it."""
+    import onnx
+
     model, example = _hf().mobilevit()
     folder = tmp_path_factory.mktemp("vit")
+    inline = folder / "inline.onnx"
+    torch.onnx.export(model, (example["pixel_values"],), str(inline), dynamo=False,
+                      input_names=["pixel_values"], output_names=["logits"],
+                      dynamic_axes={"pixel_values": {0: "batch"}, "logits": {0: "batch"}})
     path = folder / "mobilevit.onnx"
-    torch.onnx.export(model, (), str(path), kwargs=example, input_names=["pixel_values"],
-                      output_names=["logits"], dynamo=True, external_data=True,
-                      dynamic_shapes={"pixel_values": {0: torch.export.Dim("batch")}},
-                      verbose=False)
+    onnx.save_model(onnx.load(str(inline)), str(path), save_as_external_data=True,
+                    all_tensors_to_one_file=True, location="mobilevit.onnx.data",
+                    size_threshold=1024)
+    inline.unlink()
     assert (folder / "mobilevit.onnx.data").is_file()  # the weights live outside the graph
     return path
 
