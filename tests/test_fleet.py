@@ -377,7 +377,7 @@ def test_a_users_own_model_goes_to_the_fleet_scored_on_the_users_data(cluster, t
     script = Path(__file__).parent / "user_models" / "my_model.py"
     cluster.add("orin-1", ORIN)
     with cluster.client():
-        pass
+        pass  # the worker joined
     rng = np.random.default_rng(0)
     data = tmp_path / "images.npz"
     np.savez(data, image=rng.random((24, 3, 32, 32), dtype=np.float32),
@@ -421,7 +421,7 @@ def test_no_http_server_unless_asked_for(cluster, tmp_path):
 
     cluster.add("orin-1", ORIN)
     with cluster.client():
-        pass
+        pass  # the worker joined
     port = int(cluster.address.rsplit(":", 1)[1])
     assert _listening_ports(cluster.scheduler.pid) == {port}
     assert len(_listening_ports(cluster.workers["orin-1"].pid)) == 1  # its Dask port, no HTTP

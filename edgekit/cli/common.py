@@ -102,6 +102,17 @@ def claimed_device(device: str | None, as_device: str | None) -> tuple[str | Non
     return (as_device, True) if as_device is not None else (device, False)
 
 
+def si_rate(value: float | None, unit: str, spec: str = ".3g", below: str = ".3g") -> str:
+    """``value`` per second with a T/G/M prefix (``12.3 GFLOP/s``); ``spec`` formats the scaled
+    figure, ``below`` one under a million; '-' for none or zero."""
+    if not value:
+        return "-"
+    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
+        if value >= scale:
+            return f"{value / scale:{spec}} {prefix}{unit}"
+    return f"{value:{below}} {unit}"
+
+
 def write_json(path: str | Path | None, document: dict[str, Any]) -> None:
     """Write a report atomically when ``--json FILE`` was given, and say where it went."""
     if path is None:

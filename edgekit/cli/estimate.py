@@ -15,6 +15,7 @@ from edgekit.cli.common import (
     THREADS,
     console,
     input_option,
+    si_rate,
     write_json,
 )
 from edgekit.estimate import PRECISIONS, measure_beside
@@ -31,15 +32,6 @@ def _size(value: float | None) -> str:
         if value >= scale:
             return f"{value / scale:.1f} {unit}"
     return f"{value:.0f} B"
-
-
-def _rate(value: float | None, unit: str) -> str:
-    if not value:
-        return "-"
-    for prefix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6)):
-        if value >= scale:
-            return f"{value / scale:.3g} {prefix}{unit}"
-    return f"{value:.3g} {unit}"
 
 
 def _fits(row: dict[str, Any]) -> str:
@@ -64,8 +56,8 @@ def render_estimates(report: dict[str, Any]) -> Table:
         bound = (f"{row['compute_bound_layers']}/{row['memory_bound_layers']}"
                  if row["latency_ms"] is not None else "-")
         unit = "OP/s" if row["precision"].startswith("int") else "FLOP/s"
-        table.add_row(row["device"], row["precision"], _rate(row["peak_flops_per_s"], unit),
-                      _rate(row["memory_bandwidth_bytes_s"], "B/s"), latency, bound,
+        table.add_row(row["device"], row["precision"], si_rate(row["peak_flops_per_s"], unit),
+                      si_rate(row["memory_bandwidth_bytes_s"], "B/s"), latency, bound,
                       _size(row["weights_bytes"]), _size(row["peak_activations_bytes"]),
                       _fits(row))
     return table

@@ -21,6 +21,7 @@ from edgekit.cli.common import (
     device_options,
     input_option,
     progress_bars,
+    si_rate,
     write_json,
 )
 from edgekit.cli.fleet import fleet_options, profile_fleet_command
@@ -30,15 +31,6 @@ from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.run import profile as run_profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.provenance import report_document
-
-
-def _fmt_flops(value: float | None) -> str:
-    if not value:
-        return "-"
-    for unit, scale in (("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
-        if value >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.0f} FLOP/s"
 
 
 def _bytes(value: int) -> str:
@@ -95,11 +87,12 @@ def render_profile(report: dict[str, Any]) -> Table:
     comp = report["compute"]
     if comp.get("flops_per_sample"):
         share = comp.get("share_of_peak")
-        peak = (f"{share * 100:.2f}% of peak {_fmt_flops(comp['peak_flops_per_s'])}" if share
+        peak_rate = si_rate(comp["peak_flops_per_s"], "FLOP/s", ".2f", ".0f")
+        achieved = si_rate(comp["achieved_flops_per_s"], "FLOP/s", ".2f", ".0f")
+        peak = (f"{share * 100:.2f}% of peak {peak_rate}" if share
                 else comp.get("note", "no peak figure"))
         table.add_row("compute", f"{comp['params']:,} params, {comp['flops_per_sample'] / 1e6:.3f} "
-                                 f"MFLOPs/sample, achieved "
-                                 f"{_fmt_flops(comp['achieved_flops_per_s'])} ({peak})")
+                                 f"MFLOPs/sample, achieved {achieved} ({peak})")
     en = report["energy"]
     if "energy_per_inference_j" in en:
         table.add_row("energy", f"{en['energy_per_inference_j'] * 1e3:.4f} mJ/inference, "

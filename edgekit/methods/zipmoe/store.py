@@ -375,8 +375,7 @@ class Store:
         if not self.data_path.is_file():
             raise StoreError(f"{self.data_path}: data file is missing")
         try:
-            with open(self.data_path, "rb"):
-                pass
+            self.data_path.open("rb").close()  # readable: a refusal here, not mid-serve
         except OSError as exc:
             raise StoreError(f"{self.data_path}: cannot read ({exc.strerror or exc})",
                              hint="check the file's permissions") from exc
