@@ -1,4 +1,6 @@
-"""The command line as a user meets it: real subprocess runs, one-line errors, exit codes."""
+"""The command line as a user meets it: one-line errors, exit codes, files written. The commands
+run in-process through click's runner (stdout and stderr apart, the working folder and
+``EDGEKIT_HOME`` as given); the tests marked "a real process" start ``python -m edgekit``."""
 from __future__ import annotations
 
 import json
@@ -6,30 +8,52 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import chdir
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from oneline import one_line_error
 
+from edgekit.cli import cli
 from edgekit.profiles import load_profile
 
 EXE = [sys.executable, "-m", "edgekit"]
 
 
-def run(*args, cwd=None, env_home=None):
-    env = dict(os.environ, COLUMNS="200")
+@dataclass
+class Ran:
+    """What a command left: the fields of ``subprocess.CompletedProcess`` the tests read."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run(*args, cwd=None, env_home=None) -> Ran:
+    env = {"COLUMNS": "200"}
     if env_home is not None:
         env["EDGEKIT_HOME"] = str(env_home)
-    return subprocess.run([*EXE, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=300)
+    with chdir(cwd or os.getcwd()):
+        result = CliRunner().invoke(cli, [str(a) for a in args], env=env)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception  # a traceback: the test shows it whole
+    return Ran(result.exit_code, result.stdout, result.stderr)
+
+
+def run_process(*args, cwd=None, **env: str) -> subprocess.CompletedProcess:
+    """A real process, for what only one can show (the entry point, a process-wide setting)."""
+    return subprocess.run([*EXE, *args], capture_output=True, text=True, cwd=cwd, timeout=300,
+                          env=dict(os.environ, COLUMNS="200", **env))
 
 
 def assert_one_line_error(proc, code, *fragments):
     one_line_error(proc.returncode, proc.stderr, code, *fragments)
 
 
-def test_unknown_model_lists_valid_names(tmp_path):
-    assert_one_line_error(run("export", "resnet9000", cwd=tmp_path), 2, "unknown model",
+def test_unknown_model_lists_valid_names(tmp_path):  # a real process
+    assert_one_line_error(run_process("export", "resnet9000", cwd=tmp_path), 2, "unknown model",
                           "ds-cnn:wide")
     assert os.listdir(tmp_path) == []
 
@@ -82,11 +106,9 @@ def test_a_claimed_jetson_is_checked_on_the_rebuilt_device_tree(tmp_path):
     (tmp_path / "root/proc/device-tree").mkdir(parents=True)
     (tmp_path / "root/proc/device-tree/model").write_text("NVIDIA Jetson Nano Developer Kit\x00")
     out = tmp_path / "p.json"
-    proc = subprocess.run(
-        [*EXE, "profile", "mlp:small", "--device", "jetson-nano", "--warmup", "0",
-         "--iterations", "20", "--energy", "estimate", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
-        env=dict(os.environ, EDGEKIT_SYSFS_ROOT=str(tmp_path / "root")))
+    proc = run_process("profile", "mlp:small", "--device", "jetson-nano", "--warmup", "0",
+                       "--iterations", "20", "--energy", "estimate", "--json", str(out),
+                       EDGEKIT_SYSFS_ROOT=str(tmp_path / "root"))  # a real process
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
     assert report["device"]["profile"] == "jetson-nano" and "measured_on" not in report["device"]
