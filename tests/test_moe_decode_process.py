@@ -10,9 +10,9 @@ import time
 import pytest
 import torch
 
-from edgekit.methods.zipmoe import providers
 from edgekit.methods.zipmoe.decode_process import expert_layout
 from edgekit.methods.zipmoe.engine import Engine, EngineSettings, parse_size
+from edgekit.methods.zipmoe.providers import process as decode_strategy
 from edgekit.methods.zipmoe.store import Store, StoreError
 
 pytestmark = pytest.mark.usefixtures("one_compute_thread")
@@ -71,26 +71,26 @@ def test_the_decode_process_imports_neither_torch_nor_the_engine():
 def test_a_small_arena_streams_a_prefill_through_its_slots_exactly(store, monkeypatch):
     """Two slots for a layer that routes to every expert: the rest wait for a slot, and so does
     the next layer's prefetch, behind them; every expert still matches the in-memory one."""
-    monkeypatch.setattr(providers, "ARENA_SLOTS_PER_TOP_K", 0)  # the floor: 2 slots
+    monkeypatch.setattr(decode_strategy, "ARENA_SLOTS_PER_TOP_K", 0)  # the floor: 2 slots
     layer, n = store.config.moe_layers[0], store.config.num_experts
     tokens = {e: 1 for e in range(n)}
     with Engine(store, EngineSettings(memory_budget=0)) as engine:
         experts = engine.experts
-        assert experts.decoder.slots == 2
-        assert experts.describe()["decode_arena_bytes"] == 2 * experts.decoder.slot_bytes
+        assert experts.decoder.process.slots == 2
+        assert experts.describe()["decode_arena_bytes"] == 2 * experts.decoder.process.slot_bytes
         got = {}
         for i, (expert, weights) in enumerate(experts.fetch(layer, tokens)):
             if i == 0:
                 # the first expert is lent in its slot, the second is being read into the
                 # other: the rest wait for a slot
-                assert len(experts._backlog) == n - 2
+                assert len(experts.decoder._backlog) == n - 2
                 experts.prefetch(layer + 1, {0: 1})   # queued behind them
-                assert experts._backlog[-1] is experts.prefetched[layer + 1, 0]
+                assert experts.decoder._backlog[-1] is experts.prefetched[layer + 1, 0]
             got[expert] = tuple(t.clone() for t in weights)
-        assert not experts._backlog and list(experts.prefetched) == [(layer + 1, 0)]
+        assert not experts.decoder._backlog and list(experts.prefetched) == [(layer + 1, 0)]
         next_layer = _copies(experts.fetch(layer + 1, {0: 1}))  # adopts it
         assert experts.stats.prefetched == 1
-        assert len(experts._free_slots) == 2 and not experts._sent
+        assert len(experts.decoder._free_slots) == 2 and not experts.decoder._sent
         assert experts.stats.misses == n + 1
         assert experts.reader.stats.reads == (n + 1) * experts.tensors_per_expert
     assert _same(got, _reference(store, layer, tokens))
@@ -106,10 +106,11 @@ def test_prefetches_in_the_process_are_adopted_or_dropped(store):
         got = _copies(experts.fetch(layer, {0: 1, 3: 1}))  # adopts 0, drops 1 and 2
         assert experts.stats.prefetched == 1 and experts.stats.prefetch_wasted == 2
         deadline = time.monotonic() + 5
-        while experts._sent and time.monotonic() < deadline:  # their slots come back
-            experts._pump(block=False)
+        decoder = experts.decoder
+        while decoder._sent and time.monotonic() < deadline:  # their slots come back
+            decoder._pump(block=False)
             time.sleep(0.01)
-        assert not experts._sent and len(experts._free_slots) == experts.decoder.slots
+        assert not decoder._sent and len(decoder._free_slots) == decoder.process.slots
         # experts 0 and 3 were read whole, one read per tensor; the dropped ones stopped
         # reading: at most one tensor's read was booked before the cancel
         t = experts.tensors_per_expert
@@ -120,7 +121,7 @@ def test_prefetches_in_the_process_are_adopted_or_dropped(store):
 def test_a_decode_process_that_dies_is_one_clear_error(store):
     layer = store.config.moe_layers[0]
     with Engine(store, EngineSettings(memory_budget=0)) as engine:
-        process = engine.experts.decoder._proc
+        process = engine.experts.decoder.process._proc
         process.kill()
         process.wait()
         with pytest.raises(StoreError, match=r"the ZipMoE decode process exited \(code -9\)"):
@@ -131,7 +132,7 @@ def test_closing_the_engine_ends_the_process_and_frees_the_arena(store):
     with Engine(store, EngineSettings(memory_budget=parse_size("25%",
                                                                store.total_expert_bytes))) as e:
         e.generate("hi", 3)
-        decoder = e.experts.decoder
+        decoder = e.experts.decoder.process
         process, arena_fd = decoder._proc, decoder._fd
     assert process.poll() is not None
     with pytest.raises(OSError):
@@ -158,7 +159,7 @@ def test_closing_with_reads_in_flight_stops_the_process_at_once(store):
     engine = Engine(store, settings)
     experts = engine.experts
     experts.fetch(layer, {e: 1 for e in range(6)})  # submitted: 1.5 s of reads, none awaited
-    process = experts.decoder._proc
+    process = experts.decoder.process._proc
     t0 = time.monotonic()
     engine.close()
     assert process.poll() is not None and time.monotonic() - t0 < 0.4
@@ -176,14 +177,14 @@ def test_dropped_experts_are_lent_in_their_slot_and_kept_ones_are_copied(store):
     layer = store.config.moe_layers[0]
     tokens = {0: 1, 1: 1, 2: 1}
     with Engine(store, EngineSettings(memory_budget=0)) as engine:
-        experts, decoder = engine.experts, engine.experts.decoder
+        experts, decoder = engine.experts, engine.experts.decoder.process
         for _expert, weights in experts.fetch(layer, tokens):
             assert all(_in_arena(decoder, t) for t in weights)
-            assert len(experts._free_slots) < decoder.slots
-        assert len(experts._free_slots) == decoder.slots
+            assert len(experts.decoder._free_slots) < decoder.slots
+        assert len(experts.decoder._free_slots) == decoder.slots
     budget = parse_size("100%", store.total_expert_bytes)
     with Engine(store, EngineSettings(memory_budget=budget, full_ratio=1.0)) as engine:
-        experts, decoder = engine.experts, engine.experts.decoder
+        experts, decoder = engine.experts, engine.experts.decoder.process
         got = _copies(experts.fetch(layer, tokens))
         kept = experts.cache.full[layer]
         assert all(expert in kept for expert in tokens)

@@ -1,4 +1,4 @@
-"""WiFi CSI format, loader, preprocessing and simulator (methods.md §6)."""
+"""WiFi CSI format, loader, preprocessing and simulator."""
 from __future__ import annotations
 
 import numpy as np

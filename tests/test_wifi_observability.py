@@ -1,4 +1,4 @@
-"""The pose probe and the physical body model of the CSI simulator (methods.md §6)."""
+"""The pose probe and the physical body model of the CSI simulator."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,4 +1,5 @@
-"""ASTRA (methods.md §5): sequence-parallel Transformer inference with grouped-VQ token exchange.
+"""ASTRA (arXiv 2505.19342, ICML 2026): sequence-parallel Transformer inference with grouped-VQ
+token exchange.
 
 Importing this package registers ``astra-vit``. The runtime that runs the ranks as processes
 lives in ``edgekit.methods.astra.runtime``; ``partitioned_forward`` here is its single-process
@@ -7,15 +8,18 @@ oracle.
 from edgekit.methods.astra import entries  # noqa: F401  (registers astra-vit)
 from edgekit.methods.astra.gpt import AstraGPT, GPTConfig
 from edgekit.methods.astra.paper import PAPER_CONFIGS, PAPER_PARAMS, build_paper_model, paper_config
-from edgekit.methods.astra.partition import (
-                                            MODES,
-                                            PartitionedOutput,
-                                            partitioned_forward,
-                                            run_partitioned,
-                                            token_shards,
-)
+from edgekit.methods.astra.partition import token_shards
 from edgekit.methods.astra.train import finetune, pretrain, train_astra, with_config
-from edgekit.methods.astra.vit import AstraBlock, AstraConfig, AstraViT, Attention
+from edgekit.methods.astra.vit import (
+    MODES,
+    AstraBlock,
+    AstraConfig,
+    AstraViT,
+    Attention,
+    PartitionedOutput,
+    partitioned_forward,
+    run_partitioned,
+)
 from edgekit.methods.astra.vq import GroupedVQ
 
 __all__ = ["MODES", "PAPER_CONFIGS", "PAPER_PARAMS", "AstraBlock", "AstraConfig", "AstraGPT",

@@ -1,4 +1,4 @@
-"""``edgekit astra``: the ASTRA runtime over torch.distributed (methods.md §5).
+"""``edgekit astra``: the ASTRA runtime over torch.distributed (arXiv 2505.19342).
 
     run      run modes on N local processes (gloo), with emulated links; --json report
     bench    latency of every mode at several bandwidths vs the single device, the analytic
@@ -24,7 +24,8 @@ from edgekit.cli.common import (
     write_json,
 )
 from edgekit.errors import UsageError
-from edgekit.methods.astra.runtime.bench import MULTI_MODES, run_bench
+from edgekit.methods.astra.runtime.all_modes import MODE_CLASSES, MULTI_MODES
+from edgekit.methods.astra.runtime.bench import run_bench
 from edgekit.methods.astra.runtime.latency_model import (
     Workload,
     calibrate_rate,
@@ -35,7 +36,6 @@ from edgekit.methods.astra.runtime.latency_model import (
 from edgekit.methods.astra.runtime.launch import launch
 from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.methods.astra.runtime.models import MODEL_CONFIGS, model_config
-from edgekit.methods.astra.runtime.modes import mode_classes
 from edgekit.methods.astra.runtime.report import run_report, summarise
 from edgekit.methods.astra.runtime.spec import (
     LATENCY_MS,
@@ -74,10 +74,9 @@ def validate(spec: RunSpec, world_size: int) -> None:
             raise UsageError(f"VQ groups {groups} must be a positive divisor of dim {dim}")
     if spec.astra_groups and world_size == 1:
         raise UsageError("--astra-groups needs more than one rank")
-    classes = mode_classes()
     for name in spec.modes:
-        if classes[name].multi_rank != (world_size > 1):
-            need = "more than one rank" if classes[name].multi_rank else "--world-size 1"
+        if MODE_CLASSES[name].multi_rank != (world_size > 1):
+            need = "more than one rank" if MODE_CLASSES[name].multi_rank else "--world-size 1"
             raise UsageError(f"mode '{name}' needs {need}")
     parse_fault(spec.fault, world_size)
 

@@ -2,7 +2,7 @@
 
 In a decoder, rank r's tokens attend causally among themselves and to every token of the ranks
 before it; later ranks' tokens are masked, so rank r only needs (the codes of) ranks 0..r-1.
-Decoding one token at a time has nothing to split and runs on one device (methods.md §5).
+Decoding one token at a time has nothing to split and runs on one device (arXiv 2505.19342).
 """
 from __future__ import annotations
 

@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from edgekit.data import Dataset
-from edgekit.methods.astra.partition import run_partitioned
-from edgekit.methods.astra.vit import AstraViT
+from edgekit.methods.astra.vit import AstraViT, run_partitioned
 from edgekit.progress import Progress
 from edgekit.registry import ModelEntry, TrainSettings
 from edgekit.training import TrainResult, entry_label, evaluate, fit

@@ -4,8 +4,8 @@ An ``AstraBlock`` is a pre-norm Transformer block that can run on a shard of the
 queries come from the rank's local tokens, keys and values from its local tokens plus the
 (decoded) non-local ones, and the MLP touches local tokens only. Each block owns the
 ``GroupedVQ`` codebook that compresses its input for the exchange. ``AstraViT.forward`` is the
-ASTRA inference at ``config.partitions`` ranks in one graph (``partition.run_partitioned``), so
-exporting and profiling the registered model measures the ASTRA computation.
+ASTRA inference at ``config.partitions`` ranks in one graph (``run_partitioned``), so exporting
+and profiling the registered model measures the ASTRA computation.
 """
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from edgekit.errors import UsageError
-from edgekit.methods.astra.partition import run_partitioned, token_shards
+from edgekit.errors import UnknownNameError, UsageError
+from edgekit.methods.astra.partition import token_shards
 from edgekit.methods.astra.vq import GroupedVQ
 
 KeysValues = tuple[torch.Tensor, torch.Tensor]
 RemoteKV = KeysValues | Callable[[], KeysValues]  # a callable: keys/values still on the way
+MODES = ("single", "sp", "astra")  # of ``run_partitioned``
 
 
 class Attention(nn.Module):
@@ -175,3 +176,65 @@ class AstraViT(nn.Module):
             return run_partitioned(self, images, 1, "single").logits
         noise = self.config.noise_scale if self.training else 0.0
         return run_partitioned(self, images, self.config.partitions, "astra", noise).logits
+
+
+
+@dataclass(frozen=True)
+class PartitionedOutput:
+    logits: torch.Tensor  # [B, classes]
+    commitment: torch.Tensor  # mean commitment loss over the blocks (0 unless mode="astra")
+
+
+def run_partitioned(model: AstraViT, images: torch.Tensor, world_size: int, mode: str,
+                    noise_scale: float = 0.0) -> PartitionedOutput:
+    """ASTRA/SP/single inference (or training, in train mode) with logits and commitment loss:
+    the multi-device computation in one process, the oracle for the torch.distributed runtime.
+
+    N ranks each hold the full weights and a contiguous shard of the T patch tokens
+    (``token_shards``), plus their own copy of the class token. Per block, every rank sends the
+    block *input* of its patch tokens (the residual stream before ``norm1``) to the others:
+
+    - ``"sp"``: full precision, so every rank attends over exactly the tokens the single device
+      sees; the result equals ``"single"`` (the class-token copies stay identical).
+    - ``"astra"``: as code indices of that block's own ``GroupedVQ``; the receivers decode them,
+      so a rank attends over its full-precision local tokens (with its class-token copy) plus
+      the *quantised* non-local patch tokens. Class-token copies are never sent. Only the keys
+      and values of non-local tokens are affected; queries, residuals and the MLP stay local
+      and exact.
+
+    After the last block the N class-token outputs are averaged before the head (distributed
+    class token: each copy carries an independent quantisation error, the mean shrinks it).
+    ``noise_scale`` is the NAVQ lambda; it only acts in training mode.
+    """
+    if mode not in MODES:
+        raise UnknownNameError("partition mode", mode, MODES)
+    tokens = model.embed(images)  # [B, T, D]
+    zero = tokens.new_zeros(())
+    if mode == "single":
+        x = torch.cat([model.cls_token.expand(len(tokens), -1, -1), tokens], 1)  # [B, 1+T, D]
+        for block in model.blocks:
+            x = block(x)
+        return PartitionedOutput(model.head(x[:, 0]), zero)
+    if mode == "astra" and any(b.vq is None for b in model.blocks):
+        raise UsageError("mode 'astra' needs a model with VQ codebooks (groups > 0)")
+    shards = token_shards(model.config.num_tokens, world_size)  # static, for tracing
+    cls = [model.cls_token.expand(len(tokens), -1, -1)] * world_size  # N x [B, 1, D]
+    commitment = zero
+    for block in model.blocks:
+        sent = tokens
+        if mode == "astra":
+            sent, loss = block.vq(tokens, noise_scale)  # [B, T, D]: what the receivers decode
+            commitment = commitment + loss / len(model.blocks)
+        outs = [block.forward_partitioned(torch.cat([cls[r], tokens[:, s]], 1),
+                                          torch.cat([sent[:, :s.start], sent[:, s.stop:]], 1))
+                for r, s in enumerate(shards)]  # N x [B, 1+n_r, D]
+        cls = [o[:, :1] for o in outs]
+        tokens = torch.cat([o[:, 1:] for o in outs], 1)  # [B, T, D]
+    pooled = torch.stack(cls).mean(0)[:, 0]  # [B, D]: distributed class token
+    return PartitionedOutput(model.head(pooled), commitment)
+
+
+def partitioned_forward(model: AstraViT, images: torch.Tensor, world_size: int,
+                        mode: str) -> torch.Tensor:
+    """Logits [B, classes] of ``mode`` in {"single", "sp", "astra"} at ``world_size`` ranks."""
+    return run_partitioned(model, images, world_size, mode).logits

@@ -1,4 +1,4 @@
-"""PETR-style transformer baseline of Person-in-WiFi 3D (Yan et al., CVPR 2024; methods.md §6).
+"""PETR-style transformer baseline of Person-in-WiFi 3D (Yan et al., CVPR 2024).
 
 Each packet's CSI (amplitude and phase, 2 x 270 features) is a token; a transformer encoder with
 sinusoidal positions encodes the sequence and a DETR/PETR decoder (Shi et al., CVPR 2022) with

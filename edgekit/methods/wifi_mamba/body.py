@@ -1,4 +1,4 @@
-"""The human body as a radio scatterer and blocker, for the CSI simulator (methods.md §6).
+"""The human body as a radio scatterer and blocker, for the CSI simulator.
 
 Physical optics [ours, after the ray models of WiFi-sensing simulators: Wang et al., MobiCom
 2015; Korany et al., "Xmodal-ID", MobiCom 2019, which render a body as reflecting cylinders;

@@ -1,11 +1,11 @@
-"""Person-in-WiFi 3D CSI: the sample format, its loader and its preprocessing (methods.md §6).
+"""Person-in-WiFi 3D CSI: the sample format, its loader and its preprocessing.
 
 One sample (Yan et al., Person-in-WiFi 3D, CVPR 2024; code ``aiotgroup/Person-in-WiFi-3D-repo``)
 is a complex CSI array of shape ``(3, 3, 30, 20)``: receivers x antennas x subcarriers x packets,
 stored as ``csi/<name>.mat`` (variable ``csi_out``; MATLAB v5 or v7.3/HDF5), and its labels
 ``keypoint/<name>.npy``: ``(N, 14, 3)`` keypoints of N persons in metres.
 
-Preprocessing, as methods.md §6 specifies:
+Preprocessing, after Person-in-WiFi 3D's:
 
 - amplitude: wavelet denoising (``db11``, ``pywt.wavedec`` / ``pywt.waverec``) along the packets,
   soft-thresholding the detail coefficients at the universal threshold (Donoho & Johnstone 1994,
@@ -15,7 +15,7 @@ Preprocessing, as methods.md §6 specifies:
   and the constant from the carrier frequency/phase offset; Sen et al., MobiSys 2012). The line
   is fitted to a receiver's first antenna and removed from all three (the offsets are common to
   them), so the phase differences between antennas, which carry the sign of the body's Doppler
-  shift, survive [ours; per-antenna lines, as methods.md has it, erase body yaw:
+  shift, survive [ours; a line fitted to each antenna alone erases body yaw:
   benchmarks/README.md, wifi_observability.py].
 """
 from __future__ import annotations

@@ -93,7 +93,7 @@ WIFI_POSE = register_dataset(DatasetEntry(
                   input_shape=(2, N_RX * N_ANT * N_SUB, N_PKT), num_classes=0,
                   output_names=("poses", "logits"), higher_is_better=False),
     loader=_load_default,
-    description="simulated WiFi CSI of 1-3 people with 3D keypoints (methods.md §6)",
+    description="simulated WiFi CSI of 1-3 people with 3D keypoints (docs/methods/wifi_mamba.md)",
     variants={"station": DatasetVariant(
         loader=_load_station,
         description="one person acting on a mark, where limb pose is observable")}))

@@ -1,4 +1,4 @@
-"""Hungarian-matched set loss for pose queries (DETR/PETR style; methods.md §6).
+"""Hungarian-matched set loss for pose queries (DETR/PETR style).
 
 Per sample, the G true persons are matched to G of the Q queries by minimising
 ``mean-joint L1 distance - w_cls · p(person)``; matched queries regress their person's keypoints

@@ -1,7 +1,7 @@
-"""WiFi-Mamba: dual-stream selective SSMs for WiFi CSI 3D multi-person pose (methods.md §6).
+"""WiFi-Mamba: dual-stream selective SSMs for WiFi CSI 3D multi-person pose.
 
 Paper: Quang-Anh N. D. and Kok-Seng Wong, "WiFi-Mamba" (ICML 2026); no text or code was found, so
-the three components follow the abstract with our concrete choices:
+the three components follow the abstract with our concrete choices (docs/methods/wifi_mamba.md):
 
 1. Dual-Stream Selective SSM: amplitude and phase ``(B, 270, T)`` are embedded per packet and
    scanned by parallel selective SSMs whose states are coupled (each state update takes a learned
@@ -27,6 +27,7 @@ import torch
 from torch import nn
 
 from edgekit.methods.wifi_mamba.blocks import DecoderLayer, InputNorm, PoseHead
+from edgekit.methods.wifi_mamba.onnx_scan import scan_for_export
 from edgekit.methods.wifi_mamba.ssm import SelectiveSSM, dual_selective_scan, fused_applies
 
 PAPER = "Quang-Anh N. D. and Kok-Seng Wong, WiFi-Mamba (ICML 2026)"
@@ -79,7 +80,8 @@ class DualSSMBlock(nn.Module):
             h = torch.sigmoid(self.memory_gate) * h  # (B, 2, E, N)
         fused = self.fused if self.fused is not None else fused_applies(h, self.coupling)
         y_a, y_p, h = dual_selective_scan(pa, pp, self.ssm_a, self.ssm_p, self.coupling, h,
-                                          self.chunk, fused, self.onnx_scan)
+                                          self.chunk, fused,
+                                          scan_for_export if self.onnx_scan else None)
         y_a = y_a * torch.nn.functional.silu(pa[1])  # gate z, as in Mamba
         y_p = y_p * torch.nn.functional.silu(pp[1])
         return xa + self.ssm_a.out_proj(y_a), xp + self.ssm_p.out_proj(y_p), h

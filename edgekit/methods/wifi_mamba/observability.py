@@ -1,4 +1,4 @@
-"""Is pose observable in the CSI? Probes of body yaw and articulation (methods.md §6).
+"""Is pose observable in the CSI? Probes of body yaw and articulation.
 
 Before a network is trained on simulated CSI, a ridge regressor on the preprocessed CSI (exactly
 what the models see, ``csi.preprocess``) asks whether the data carry what the labels claim.

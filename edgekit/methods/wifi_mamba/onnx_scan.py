@@ -10,10 +10,11 @@ same ~290 nodes at every length. The terms are made time-major so that the scann
 outermost (ONNX Runtime transposes any other axis to the front first). Measured in
 benchmarks/wifi_mamba.py against the unrolled graphs it replaces.
 
-``scan_for_export`` is what ``ssm.dual_selective_scan`` calls under ``torch.onnx.export``: in
-torch it computes the scan with ``ssm.step_scan`` (the values the trace carries on with), and
-the exporter sees one ``edgekit::CoupledScan`` node, which ``lower`` rewrites
-(``edgekit.exporters.lowering``).
+``scan_for_export`` is the ``export_scan`` that WiFi-Mamba's blocks (model.py) hand to
+``ssm.dual_selective_scan``, which calls it under ``torch.onnx.export`` (the maths imports
+nothing of the export): in torch it computes the scan with ``ssm.step_scan`` (the values the
+trace carries on with), and the exporter sees one ``edgekit::CoupledScan`` node, which
+``lower`` rewrites (``edgekit.exporters.lowering``).
 """
 from __future__ import annotations
 

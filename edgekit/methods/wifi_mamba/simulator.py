@@ -1,4 +1,4 @@
-"""A physically motivated CSI simulator in the Person-in-WiFi 3D format (design.md: Data).
+"""A physically motivated CSI simulator in the Person-in-WiFi 3D format.
 
 No public CSI can ship with edgekit, so this renders complex CSI ``(3, 3, 30, 20)`` per frame from
 3D skeletons [ours, following the standard ray model of WiFi sensing, e.g. Wang et al.,

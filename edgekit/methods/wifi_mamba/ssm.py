@@ -8,75 +8,36 @@ with Δ_t = softplus(W_Δ u_t + b), B_t = W_B u_t, C_t = W_C u_t input-dependent
 A = -exp(A_log) diagonal. mamba-ssm's fused CUDA kernel neither runs on a CPU nor exports to
 ONNX, and the coupling below is outside it, so the scan is written with plain tensor ops.
 
-Cross-stream state coupling [ours, methods.md §6]: each stream's state update receives a learned
-per-(channel, state) share of the other stream's previous state,
+Cross-stream state coupling [ours; WiFi-Mamba, ICML 2026, gives no formula]: each stream's state
+update receives a learned per-(channel, state) share of the other stream's previous state,
 
     hᵃ_t = āᵃ_t hᵃ_{t-1} + κᵃ_t hᵖ_{t-1} + Δᵃ_t Bᵃ_t uᵃ_t,    κᵃ_t = tanh(Wᵃ) ⊙ (1 - āᵃ_t)
 
 (and the converse), āᵃ_t = exp(Δᵃ_t Aᵃ). The share is taken from the part of the state that the
 step refreshes (1 - ā), so every row of the 2x2 transition [[āᵃ, κᵃ], [κᵖ, āᵖ]] sums in absolute
 value to below 1: the joint state stays bounded however long it is carried (the persistent
-memory relies on this). W starts at zero, so training starts from two independent streams. This
-replaces an earlier coupling of each stream's input to a dense projection of the other stream's
-previous *output*, which made every packet depend on a matrix product of the one before and left
-no way to scan faster than one packet at a time.
+memory relies on this). W starts at zero, so training starts from two independent streams.
 
-Chunked scan [ours]: the coupled recurrence is linear, h_t = M_t h_{t-1} + v_t per (e, n) with a
-2x2 M_t, so the packets are cut into chunks that are scanned side by side. Pass 1 runs every chunk
-from a zero state (the first from the carried memory) and multiplies up each chunk's transition
-product P; a short sequential loop then carries the true state across chunk boundaries
-(h_in ← P h_in + local end state); pass 2 re-runs every chunk from its true initial state and
-reads y out. A frame of L packets in chunks of S costs about 20·S + 3·L/S tensor operations, each
-on all chunks at once, instead of about 6·L, and stays linear in L; each position's terms are
-made for all chunks at once rather than for the whole frame, which beyond a few hundred packets
-no longer fits the CPU cache (measured: whole-frame terms took most of the time at 500). Up to
-``SINGLE_CHUNK`` packets the frame is one chunk: the plain loop, six small operations per packet
-on cache-resident states, with the terms made for the whole frame in a few operations. Where
-each wins was measured on both backends (benchmarks/README.md): the plain loop up to about 150
-packets, the chunked scan beyond, whose passes over all chunks at once cost about 4x the
-arithmetic of the loop's.
+The recurrence is linear, h_t = M_t h_{t-1} + v_t per (e, n) with a 2x2 M_t, and runs as:
 
-Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``): the
-products with per-channel factors then broadcast over rows of E = 64 values, not N = 16, and
-the read-out C · h is one batched matrix product; with Δ's softplus written out (``softplus``)
-and the plain loop's step reworded (``step_scan``), the model runs 1.27-1.53x faster on ONNX
-Runtime at 20-500 packets than with the (E, N) layout, and as fast on torch (0.94-1.01x;
-benchmarks/wifi_mamba_scan_ab.py).
+- up to ``SINGLE_CHUNK`` packets, the plain loop (``step_scan``);
+- beyond, the chunked scan [ours] (``chunked_scan``): chunks of packets scanned side by side from
+  a zero state, a short loop carrying the true state across chunk boundaries, then every chunk
+  again from its true initial state;
+- in eager inference on a CPU, one compiled kernel (``edgekit.kernels.wifi_mamba_scan``,
+  ``fused=True``; the blocks choose it wherever ``fused_applies``);
+- under ``torch.onnx.export``, the ``export_scan`` the caller hands in (WiFi-Mamba's blocks hand
+  ``onnx_scan.scan_for_export``, one ONNX ``Scan`` operator), else the loop or chunks unrolled.
 
-Eager inference on a CPU runs the recurrence as one compiled kernel instead
-(``edgekit.kernels.wifi_mamba_scan``, ``dual_selective_scan(fused=True)``; WiFi-Mamba's blocks
-choose it wherever ``fused_applies``): one pass over the state per packet, no gradient, no
-trace. A graph can hold no such kernel. Under ``torch.onnx.export`` the recurrence is written
-as one standard ONNX ``Scan`` operator instead (``onnx_scan.py``; ``onnx_scan=False`` keeps the
-unrolled forms below): a subgraph of seven nodes run per packet, inputs sliced without
-splitting, C · h read out inside it, and a graph of one size at every length. Unrolled, the
-plain loop alone (splitting the terms into packets, six nodes a step, the states put back
-together) cost about 9.7 µs per packet and block, half of WiFi-Mamba's time at 100 packets, and
-WiFi-Mamba ran at 0.76-0.97x the transformer's speed at 50-200 packets on ONNX Runtime (three
-7-round runs); with the Scan 1.06-1.38x at 20-200 packets and 1.18-1.99x faster than unrolled
-(benchmarks/README.md). ONNX Runtime's own recurrent kernels do not
-help (measured at 100 packets, one thread): its ``GRU``, which with an identity candidate
-activation ("Affine"), reset gate 1 and z = ā computes this recurrence (exactly only with all
-2,048 states as hidden units, the coupling as its recurrent weight matrix), took 4,500 µs a
-step so and 55-1,200 µs with the states split into batch rows, against the loop's 9.7; its
-``LinearAttention`` (ONNX opset 27, the "gated" rule is Mamba-1's diagonal recurrence, though
-not the coupling) 1.3 ms for two heads of 16 x 64 states and 8.3 ms for 128 heads of 16 x 1,
-against 0.97 ms for the loop. A log-depth (Hillis–Steele) scan over the 2x2 transitions was
-tried first and measured 3-5x slower than the plain loop at 20-2000 packets: it multiplies the
-arithmetic by about 4·log2(S); a work-efficient pairwise reduction (neighbouring packets'
-2x2 transitions composed level by level in whole-frame operations, the loop L / 2^k steps) ran
-at 0.46-0.80x the loop's speed with up to 6.6x fewer nodes (benchmarks/wifi_mamba_ort_floor.py):
-the loop is bound by passes over memory, not by per-node overhead. An SSD-style closed form
-(Mamba-2: one decay per channel, so the state dimension becomes matrix products) would cut it,
-but changes A; not done. Making each block of 10-50 packets' terms at a time (so they stay in
-cache) measured the same as whole-frame terms, and keeping the two streams as separate tensors
-(no flip) the same outputs bit for bit at 0.87-1.07x the speed; neither was kept.
-Everything is fixed-shape tensor arithmetic or a Scan, so the scan exports to ONNX and returns
-the final states that the persistent memory carries.
+Inside the scan the states are laid out (..., 2, N, E), channels last (``transitions``).
+Everything is fixed-shape tensor arithmetic, so the scan exports to ONNX and returns the final
+states that the persistent memory carries. Why each of these, what else was tried and what it
+measured: docs/methods/wifi_mamba.md, "The scan".
 """
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
@@ -84,6 +45,9 @@ from torch import nn
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 SINGLE_CHUNK = 150  # up to this many packets the scan is one chunk: the plain loop
+# How a graph export writes the scan: ``chunked_scan``'s inputs (Δ, u, B, C, A, tanh(W), h) ->
+# C · h (B, L, 2, E) and the final state (B, 2, N, E); ``onnx_scan.scan_for_export`` is one.
+ExportScan = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
 
 class SelectiveSSM(nn.Module):
@@ -117,10 +81,10 @@ class SelectiveSSM(nn.Module):
     def causal_conv(self, u: torch.Tensor) -> torch.Tensor:
         """The depthwise causal convolution, (B, L, E) -> (B, L, E). Eager torch runs it as K
         shifted multiply-adds over the channels-last sequence (``self.conv``'s weights, the same
-        result): oneDNN took 140-290 µs per call for this 64-channel, 4-tap convolution, the
-        shifts 60-120 µs at 20-100 packets. A traced graph keeps the one Conv node, which ONNX
-        Runtime runs 0-3 % faster than the shifts (7 alternated rounds at 20-200 packets), and so
-        does a dispatch mode (the FLOP counter counts a convolution, not multiply-adds)."""
+        result), faster than oneDNN's convolution at this size; a traced graph keeps the one Conv
+        node, which ONNX Runtime runs faster than the shifts, and so does a dispatch mode (the
+        FLOP counter counts a convolution, not multiply-adds). Measured:
+        docs/methods/wifi_mamba.md, "Small operations"."""
         seq, taps = u.shape[1], self.conv.kernel_size[0]
         if not eager():
             return self.conv(u.transpose(1, 2))[..., :seq].transpose(1, 2)
@@ -138,14 +102,15 @@ class SelectiveSSM(nn.Module):
 def softplus(x: torch.Tensor) -> torch.Tensor:
     """log(1 + e^x), written as max(x, 0) + log1p(e^-|x|): the same function (no overflow for
     large x, no threshold; within 1.5e-7 relative of torch's), and seven cheap nodes on ONNX
-    Runtime, whose Softplus kernel took 86 µs at 100 packets where their slowest takes 15."""
+    Runtime, whose own Softplus kernel is slower (docs/methods/wifi_mamba.md, "Small
+    operations")."""
     return x.clamp_min(0) + torch.log1p(torch.exp(-x.abs()))
 
 
 def scan_constants(A: torch.Tensor, coupling: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """A and the coupling share tanh(W), (2, E, N) as the parameters hold them, in the scan's
     layout (2, N, E), contiguous: made once per scan, since eager torch multiplies a transposed
-    view 15 % slower at every position."""
+    view slower at every position."""
     return (A.transpose(-1, -2).contiguous(),
             torch.tanh(coupling).transpose(-1, -2).contiguous())
 
@@ -158,8 +123,8 @@ def transitions(dt: torch.Tensor, u: torch.Tensor, b: torch.Tensor,
     the chunked scan. The cross share κ = tanh(W) ⊙ (1 - ā) is ``cross(share, decay)``.
 
     The E channels are the last axis: every product with a per-channel factor (Δ, Δu) then
-    broadcasts over rows of E values rather than of N, which ONNX Runtime's CPU kernels do 3-4x
-    faster at these sizes (N = 16: a broadcast over spans of 16 floats)."""
+    broadcasts over rows of E values rather than of N (16), which ONNX Runtime's CPU kernels do
+    much faster (docs/methods/wifi_mamba.md, "Layout")."""
     decay = torch.exp(dt.unsqueeze(-2) * A)
     drive = b.unsqueeze(-1) * (dt * u).unsqueeze(-2)
     return decay, drive
@@ -183,8 +148,7 @@ def step_scan(decay: torch.Tensor, share: torch.Tensor, drive: torch.Tensor,
     tested against the closed form. ``flip`` swaps the streams, and each step is
     h ← ā ⊙ (h - g) + g + ΔBu with g = tanh(W) ⊙ flip(h), which is ā h + κ flip(h) + ΔBu with
     κ = tanh(W)(1 - ā) and spares making κ for every packet (six nodes a step against five, and
-    no frame of κ to make and split: 1.07-1.15x on ONNX Runtime at 20-150 packets, 0.96-0.99x on
-    eager torch at 20-100, whose addcmul fused two of them). Packets
+    no frame of κ to make and split; docs/methods/wifi_mamba.md, "Small operations"). Packets
     are split off with their time axis kept, which exports to ONNX without a Squeeze and an
     Unsqueeze per packet."""
     h, states = h.unsqueeze(1), []
@@ -271,13 +235,14 @@ def fused_applies(*tensors: torch.Tensor) -> bool:
 def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
                         ssm_a: SelectiveSSM, ssm_p: SelectiveSSM, coupling: torch.Tensor,
                         h: torch.Tensor, chunk: int | None = None,
-                        fused: bool = False, onnx_scan: bool = True) -> tuple[torch.Tensor, ...]:
+                        fused: bool = False,
+                        export_scan: ExportScan | None = None) -> tuple[torch.Tensor, ...]:
     """Scan both streams over time with state coupling: y_a, y_p (B, L, E) and the final states
     (B, 2, E, N). ``a``/``p`` are the ``prepare`` outputs (u, z, Δ, B, C), ``h`` the initial
     states, ``chunk`` packets per chunk (None: ``chunk_size``; at least L: the plain loop);
     ``fused``: the compiled kernel instead (``edgekit.kernels.wifi_mamba_scan``; inference
-    only, any length); ``onnx_scan``: under ``torch.onnx.export``, one ONNX ``Scan`` at any
-    length (``onnx_scan.py``) instead of the unrolled loop or chunks.
+    only, any length); ``export_scan``: what runs under ``torch.onnx.export`` instead of the
+    unrolled loop or chunks (``onnx_scan.scan_for_export``: one ONNX ``Scan`` at any length).
 
     The sequence is padded to whole chunks with Δ = 0, which makes ā = 1, κ = 0 and ΔBu = 0: a
     padded step carries the state through unchanged, so the final state is the last packet's."""
@@ -293,10 +258,8 @@ def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...]
         y, h = fused_scan(dt, u, b, c, A, share, d_skip, h)
         h = h.transpose(-1, -2)
         return y[:, :, 0], y[:, :, 1], h
-    if onnx_scan and torch.onnx.is_in_onnx_export():
-        from edgekit.methods.wifi_mamba.onnx_scan import scan_for_export
-
-        y, h = scan_for_export(dt, u, b, c, A, share, h)
+    if export_scan is not None and torch.onnx.is_in_onnx_export():
+        y, h = export_scan(dt, u, b, c, A, share, h)
     elif size == length:
         decay, drive = transitions(dt, u, b, A)
         states, h = step_scan(decay, share, drive, h)

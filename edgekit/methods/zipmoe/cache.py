@@ -1,4 +1,4 @@
-"""Expert cache pools, admission by rank and eviction policies (ZipMoE, methods.md §4).
+"""Expert cache pools, admission by rank and eviction policies (ZipMoE, arXiv 2601.21198).
 
 Each MoE layer has two pools [code: the authors' ``csrc/memory/cache.*``]:
 

@@ -1,4 +1,4 @@
-"""``edgekit moe``: ZipMoE lossless compressed MoE serving (methods.md §4).
+"""``edgekit moe``: ZipMoE lossless compressed MoE serving (arXiv 2601.21198).
 
     make-tiny DIR      a tiny random checkpoint in a real Hugging Face layout
     train              a small MoE trained on numpy's documentation (cached; prints its folder)

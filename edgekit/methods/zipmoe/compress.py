@@ -20,7 +20,7 @@ from edgekit.fileio import check_output
 from edgekit.kernels import zipmoe_codec as codec
 from edgekit.methods.zipmoe.hf_checkpoint import Checkpoint
 from edgekit.methods.zipmoe.model import ExpertWeights, KVCache, MoEModel, encode_text
-from edgekit.methods.zipmoe.store import write_store
+from edgekit.methods.zipmoe.store_writer import write_store
 
 CALIBRATION_TEXT = (
     "The quick brown fox jumps over the lazy dog. Mixture-of-experts language models route each "

@@ -2,7 +2,7 @@
 
 ``DecodeProcess`` starts the process, maps the arena both share (a memfd: nothing on disk, freed
 when both close it) and cuts it into slots of one expert each; ``expert_layout`` says where an
-expert's streams go in a slot and which reads fill them. The provider (providers.py) sends a
+expert's streams go in a slot and which reads fill them. The provider (providers/process.py) sends a
 job per expert to a free slot, reads the events as it waits, and copies each finished tensor
 out of its slot when a pool keeps it, else lends the slot's memory to the layer until it has
 used the expert.

@@ -1,7 +1,7 @@
 """The serving engine: generate tokens from a store, and compare ZipMoE with its baselines.
 
 ``Engine`` loads a store's dense weights, builds the model over one expert provider
-(``providers.py``: zipmoe | naive | memory) and generates greedily with a KV cache. ``bench``
+(``providers/``: zipmoe | naive | memory) and generates greedily with a KV cache. ``bench``
 runs the same prompts through every mode, each with a fresh engine, and reports time to first
 token (prefill), time per output token, tokens/s (generated tokens over prefill + decode time),
 hit rates per pool and bytes read, and whether every mode's logits were bit-identical.

@@ -1,6 +1,6 @@
 """ZipMoE's cache-pool planner: how much of a layer's budget goes to full vs SM-only experts.
 
-Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
+Follows the authors' ``runtime/cache_planning.py`` (arXiv 2601.21198):
 
 1. From a routing trace, each MoE layer's token counts are sorted by rank and summed over layers:
    the popularity of the i-th most used expert. Scaled so the probabilities sum to k (capped at 1,
@@ -32,7 +32,7 @@ Follows the authors' ``runtime/cache_planning.py`` (methods.md §4):
    SM slots per layer, and this one plans fewer full slots, which read fewer bytes and served
    more tokens per second. [ours] The authors' C also holds each chunk's read
    (+ d_sm CR / K per operation), since their workers read the chunks they decode; edgekit's
-   I/O thread makes those reads (providers.py), so they are in IO alone.
+   I/O thread makes those reads (providers/threads.py), so they are in IO alone.
    [ours] The compute thread is a third side: it runs the layer (``layer_compute_s``) and
    rebuilds every loaded tensor from its planes (``rebuild_s``), and when it also decodes
    (``decode_on_compute``: no decode worker and ``decode_on="compute"``) it does so in series:

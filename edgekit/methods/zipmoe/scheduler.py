@@ -1,4 +1,4 @@
-"""ZipMoE's Type-I / Type-II job order (the authors' ``ZipMoESchedulerFunc``; methods.md §4).
+"""ZipMoE's Type-I / Type-II job order (the authors' ``ZipMoESchedulerFunc``; arXiv 2601.21198).
 
 A layer's experts that are not in the full pool become jobs:
 
@@ -10,7 +10,7 @@ Both kinds sit in max-heaps by token count. The loop submits one Type-I job, the
 until the decode workers' estimated busy time exceeds the I/O thread's, and repeats, so the one
 I/O channel and the L workers stay busy together (makespan <= (3 - 1/L) OPT [paper]).
 
-[ours] edgekit's engine reads the exponents on the I/O thread too (providers.py), so its
+[ours] edgekit's engine reads the exponents on the I/O thread too (providers/threads.py), so its
 ``SchedulerCore`` counts each job's exponent reads as I/O time (``exp_read_s``) and only
 decoding as worker time; with ``exp_read_s = 0`` and the read inside ``op_s`` it is the authors'.
 """

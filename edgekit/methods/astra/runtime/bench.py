@@ -16,6 +16,7 @@ import statistics
 from collections.abc import Callable
 from typing import Any
 
+from edgekit.methods.astra.runtime.all_modes import MULTI_MODES
 from edgekit.methods.astra.runtime.calibrate import measure_compute
 from edgekit.methods.astra.runtime.latency_model import (
     Workload,
@@ -29,7 +30,6 @@ from edgekit.methods.astra.runtime.link import LinkSpec, parse_bandwidth
 from edgekit.methods.astra.runtime.report import summarise
 from edgekit.methods.astra.runtime.spec import RunSpec
 
-MULTI_MODES = ("sp", "tp", "bp-allgather", "bp-sp", "astra")
 TARGET_BANDWIDTH = "10Mbps"
 TARGETS = {"astra_vs_single": 1.5, "astra_vs_sp": 5.0}  # issue 7, at 10 Mbps and 2 ranks
 PROJECT_TO = (2, 4, 8)

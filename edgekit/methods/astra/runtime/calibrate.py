@@ -16,10 +16,10 @@ from collections.abc import Callable, Sequence
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.methods.astra.runtime.all_modes import make_mode
 from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.methods.astra.runtime.link import LinkSpec
 from edgekit.methods.astra.runtime.models import build_model, example_images
-from edgekit.methods.astra.runtime.modes import make_mode
 
 
 class _Done:

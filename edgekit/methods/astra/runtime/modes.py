@@ -4,6 +4,8 @@ A mode is built once per rank from the model and the rank's ``Comm``; ``forward(
 the patch tokens [B, T, D] (``model.embed`` output, computed on every rank) and returns the
 logits on rank 0 (other ranks may return them too, or None). Everything a mode sends goes through
 ``Comm``, so the bytes and the emulated wire time are counted the same way for every mode.
+Here the base class and the single-device baseline; the other modes subclass ``Mode`` in their
+own modules, and all_modes.py names them all and builds one (``make_mode``).
 """
 from __future__ import annotations
 
@@ -11,7 +13,6 @@ from abc import ABC, abstractmethod
 
 import torch
 
-from edgekit.errors import UnknownNameError, UsageError
 from edgekit.methods.astra import AstraViT
 from edgekit.methods.astra.runtime.collectives import Comm
 
@@ -45,32 +46,3 @@ class Single(Mode):
         for block in self.model.blocks:
             x = block(x)
         return self.model.head(x[:, 0])
-
-
-def mode_classes() -> dict[str, type[Mode]]:
-    from edgekit.methods.astra.runtime.block_parallel import BlockParallelAllGather, BlockParallelSP
-    from edgekit.methods.astra.runtime.sequence import Astra, SequenceParallel
-    from edgekit.methods.astra.runtime.tensor_parallel import TensorParallel
-
-    classes = (Single, SequenceParallel, TensorParallel, BlockParallelAllGather, BlockParallelSP,
-               Astra)
-    return {cls.name: cls for cls in classes}
-
-
-MODE_NAMES = ("single", "sp", "tp", "bp-allgather", "bp-sp", "astra")
-
-
-def make_mode(name: str, model: AstraViT, comm: Comm, bp_blocks: int = 4,
-              seed: int = 0) -> Mode:
-    """The mode called ``name`` for this rank; single needs world size 1, the others > 1.
-    ``bp_blocks`` and ``seed`` shape the block-parallel modes' decoupled layers."""
-    classes = mode_classes()
-    if name not in classes:
-        raise UnknownNameError("mode", name, classes)
-    cls = classes[name]
-    if cls.multi_rank != (comm.world_size > 1):
-        need = "more than one rank" if cls.multi_rank else "exactly one rank"
-        raise UsageError(f"mode '{name}' needs {need}, got world size {comm.world_size}")
-    if name.startswith("bp-"):
-        return cls(model, comm, bp_blocks=bp_blocks, seed=seed)
-    return cls(model, comm)

@@ -97,9 +97,9 @@ def spec_options(f):  # noqa: ANN001, ANN201 - click decorator stack
     """The options of ``edgekit astra run`` and of the worker, which rebuild a RunSpec."""
     import click
 
+    from edgekit.methods.astra.runtime.all_modes import MODE_NAMES
     from edgekit.methods.astra.runtime.group import DEVICES
     from edgekit.methods.astra.runtime.models import MODEL_CONFIGS
-    from edgekit.methods.astra.runtime.modes import MODE_NAMES
 
     options = [
         click.option("--mode", "modes", type=click.Choice(MODE_NAMES), default=("astra",),

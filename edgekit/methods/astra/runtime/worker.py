@@ -24,11 +24,11 @@ import torch
 import torch.distributed as dist
 
 from edgekit.fileio import atomic_write_json
+from edgekit.methods.astra.runtime.all_modes import make_mode
 from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.methods.astra.runtime.group import backend, join, leave, parse_fault, staged
 from edgekit.methods.astra.runtime.link import LinkSpec
 from edgekit.methods.astra.runtime.models import build_model, example_images
-from edgekit.methods.astra.runtime.modes import make_mode
 from edgekit.methods.astra.runtime.spec import RunSpec, spec_from_options, spec_options
 
 
