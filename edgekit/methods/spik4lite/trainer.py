@@ -48,7 +48,7 @@ from edgekit.methods.spik4lite.gates import (
 )
 from edgekit.methods.spik4lite.gates import gated_layers as gates_of
 from edgekit.methods.spik4lite.groups import channel_groups
-from edgekit.methods.spik4lite.prune import describe, prune
+from edgekit.methods.spik4lite.prune import count_channels, describe, prune
 from edgekit.methods.spik4lite.warm_start import WarmStart
 from edgekit.methods.spik4lite.wrap import unwrap, wrap
 from edgekit.progress import Progress, ProgressUpdate
@@ -135,7 +135,7 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset,
     calibration = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
                    for i in range(CALIBRATION_BATCHES)]
     calibration = [c for c in calibration if len(c)]
-    width = sum(g.width for g in channel_groups(model, probe))
+    width = count_channels(channel_groups(model, probe))
     wrap(model, probe)
     # one-cycle over the whole schedule, as the dense nets train here (the authors: cosine with
     # warm-up over all epochs); a constant rate leaves the fine-tuned net short of the dense one
@@ -174,7 +174,7 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset,
         loop.run(schedule.cycle_epochs, gated_loss,
                  after_gated(f"cycle {cycle}/{schedule.cycles}"), anneal)
         goal = 1 - (1 - config.target_keep) * cycle / schedule.cycles
-        current = sum(g.width for g in channel_groups(model, probe))
+        current = count_channels(channel_groups(model, probe))
         report = prune(model, probe, loop.opt, batches=calibration,
                        target_keep=min(1.0, goal * width / current))
         recalibrate_bn(model, calibration)
@@ -184,7 +184,7 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset,
     loop.run(schedule.finetune, static_loss, lambda loss: report_progress(
         progress, label, loop.epochs_done, schedule.total, f"fine-tune loss {loss:.4f}"))
     model.eval()
-    kept = sum(g.width for g in channel_groups(model, probe))
+    kept = count_channels(channel_groups(model, probe))
     value = evaluate(model, dataset.x_test, dataset.y_test)
     details = {"spik4lite": {"target_keep": config.target_keep, "keep": round(kept / width, 4),
                              "channels_before": width, "channels_after": kept, "lambda": lam,
