@@ -111,6 +111,7 @@ class TrainLoop:
             after_epoch(self.epoch(loss_fn, before_step))
 
 
+# Over 8 parameters: astra/train.py passes them positionally; TrainLoop is the grouped form
 def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
         settings: TrainSettings, seed: int = 0, progress: Progress | None = None,
         label: str = "training", seconds: float | None = None) -> tuple[float, int]:
@@ -126,6 +127,7 @@ def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.
     return F.cross_entropy(model(x), y)
 
 
+# Over 8 parameters: the keywords every trainer takes (ModelEntry.trainer), and the trainer
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
           epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
           model: nn.Module | None = None, seconds: float | None = None,
