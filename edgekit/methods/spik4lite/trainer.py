@@ -121,20 +121,13 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset,
                          hint="pick a model with spiking=True (edgekit models)")
     torch.manual_seed(seed)
     init, distillation, lam = config.init, config.distillation, config.lam
-    if init is not None:
-        if model is not None:
-            raise UsageError("give the model to start from either as model or as init")
-        init.check(entry_label(entry, variant))
-        model = copy.deepcopy(init.model)
-    model = model if model is not None else entry.build(variant)
+    model = _starting_net(entry, variant, model, init)
     settings = entry.train
     schedule = config.schedule or Schedule.split(settings.epochs)
     probe = torch.from_numpy(dataset.x_train[:settings.batch_size])
     if distillation is not None:
         distillation.check(model, probe)
-    calibration = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
-                   for i in range(CALIBRATION_BATCHES)]
-    calibration = [c for c in calibration if len(c)]
+    calibration = _calibration_batches(dataset)
     width = count_channels(channel_groups(model, probe))
     wrap(model, probe)
     # one-cycle over the whole schedule, as the dense nets train here (the authors: cosine with
@@ -193,6 +186,24 @@ def train_spik4lite(entry: ModelEntry, dataset: Dataset,
                              "init": init.to_json() if init else None}}
     return TrainResult(model, entry.task.metric, value, loop.epochs_done,
                        time.perf_counter() - loop.started, loop.last_loss, details)
+
+
+def _starting_net(entry: ModelEntry, variant: str | None, model: nn.Module | None,
+                  init: WarmStart | None) -> nn.Module:
+    """A copy of ``init``'s trained net, else ``model``, else a fresh net of the entry."""
+    if init is None:
+        return model if model is not None else entry.build(variant)
+    if model is not None:
+        raise UsageError("give the model to start from either as model or as init")
+    init.check(entry_label(entry, variant))
+    return copy.deepcopy(init.model)
+
+
+def _calibration_batches(dataset: Dataset) -> list[torch.Tensor]:
+    """The first training batches of 64, for BatchNorm recalibration after each removal."""
+    batches = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
+               for i in range(CALIBRATION_BATCHES)]
+    return [b for b in batches if len(b)]
 
 
 def _drop_gates_from(opt: torch.optim.Optimizer, live: list[nn.Parameter]) -> None:
