@@ -52,7 +52,7 @@ from edgekit.flops import model_cost
 from edgekit.methods.spik4lite import compensation, wrap
 from edgekit.methods.spik4lite.distill import Distillation
 from edgekit.methods.spik4lite.gates import gated_layers
-from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.methods.spik4lite.trainer import Schedule, Spik4liteConfig, train_spik4lite
 from edgekit.methods.spik4lite.warm_start import WarmStart
 from edgekit.registry import split_name
 from edgekit.spiking.counting import count
@@ -71,12 +71,12 @@ def trained(name: str, keep: float, epochs: int, cycles: int, dataset: Any,
     if keep == 1.0:
         result = train(entry, dataset, variant, epochs=epochs, seed=seed)
         return result.model, {}
-    result = train_spik4lite(entry, dataset, target_keep=keep, variant=variant, seed=seed,
-                             schedule=Schedule.split(epochs, cycles),
-                             distillation=None if teacher is None else Distillation(
-                                 teacher, source=f"{name} keep 1.0"),
-                             init=None if start is None else WarmStart(
-                                 start, name, source=f"{name} keep 1.0"))
+    config = Spik4liteConfig(
+        target_keep=keep, schedule=Schedule.split(epochs, cycles),
+        distillation=None if teacher is None else Distillation(teacher,
+                                                               source=f"{name} keep 1.0"),
+        init=None if start is None else WarmStart(start, name, source=f"{name} keep 1.0"))
+    result = train_spik4lite(entry, dataset, config, variant=variant, seed=seed)
     return result.model, result.details["spik4lite"]
 
 

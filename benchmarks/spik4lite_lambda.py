@@ -30,7 +30,12 @@ from common import markdown_table, write_result
 from edgekit.data import load_dataset
 from edgekit.methods.spik4lite import wrap
 from edgekit.methods.spik4lite.gates import energy_penalty, gated_layers
-from edgekit.methods.spik4lite.trainer import PAPER_LAMBDA, Schedule, train_spik4lite
+from edgekit.methods.spik4lite.trainer import (
+    PAPER_LAMBDA,
+    Schedule,
+    Spik4liteConfig,
+    train_spik4lite,
+)
 from edgekit.registry import split_name
 
 MODELS = ("spikingformer", "spikingresformer")
@@ -75,9 +80,9 @@ def main() -> None:
         for lam in args.lambdas:
             grads = gradient_share(name, dataset, lam)
             for seed in args.seeds:
-                result = train_spik4lite(entry, dataset, target_keep=KEEP, variant=variant,
-                                         seed=seed, lam=lam,
+                config = Spik4liteConfig(target_keep=KEEP, lam=lam,
                                          schedule=Schedule.split(args.epochs, args.cycles))
+                result = train_spik4lite(entry, dataset, config, variant=variant, seed=seed)
                 s4 = result.details["spik4lite"]
                 removed = sum(r["channels_before"] - r["channels_after"] for r in s4["removals"])
                 forced = sum(r["forced"] for r in s4["removals"])

@@ -55,40 +55,79 @@ def entry_label(entry: ModelEntry, variant: str | None) -> str:
     return f"{entry.name}{':' + variant if variant else ''}"
 
 
+StepHook = Callable[[int], None]  # called with the run's step number before each step
+
+
+class TrainLoop:
+    """AdamW + one-cycle learning rate over a run of ``epochs`` epochs of shuffled batches,
+    under an optional time budget of ``seconds`` (no epoch starts after it ran out).
+
+    ``fit`` runs it in one phase; a schedule of several phases (Spik4lite: gated epochs, removal,
+    fine-tune) calls ``run`` once per phase, each with its own loss, so the optimizer's state,
+    the learning-rate schedule, the shuffling and the budget carry across them."""
+
+    def __init__(self, model: nn.Module, dataset: Dataset, settings: TrainSettings, epochs: int,
+                 lr: float, seed: int = 0, seconds: float | None = None) -> None:
+        self.model, self.batch_size, self.seconds = model, settings.batch_size, seconds
+        self.x, self.y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
+        self.steps_per_epoch = -(-len(self.x) // self.batch_size)
+        self.opt = torch.optim.AdamW(model.parameters(), lr=lr,
+                                     weight_decay=settings.weight_decay)
+        self.sched = torch.optim.lr_scheduler.OneCycleLR(
+            self.opt, max_lr=lr, total_steps=max(1, epochs * self.steps_per_epoch))
+        self.gen = torch.Generator().manual_seed(seed)
+        self.started = time.perf_counter()
+        self.epochs_done, self.steps_done, self.last_loss = 0, 0, float("nan")
+
+    def out_of_time(self) -> bool:
+        return self.seconds is not None and time.perf_counter() - self.started >= self.seconds
+
+    def epoch(self, loss_fn: LossFn, before_step: StepHook | None = None) -> float:
+        """One pass over the shuffled training split; returns the last batch's loss."""
+        self.model.train()
+        order = torch.randperm(len(self.x), generator=self.gen)
+        for start in range(0, len(self.x), self.batch_size):
+            idx = order[start:start + self.batch_size]
+            if before_step is not None:
+                before_step(self.steps_done)
+            loss = loss_fn(self.model, self.x[idx], self.y[idx])
+            self.opt.zero_grad(set_to_none=True)
+            loss.backward()
+            self.opt.step()
+            self.sched.step()
+            self.steps_done += 1
+            self.last_loss = loss.detach().item()
+        self.epochs_done += 1
+        return self.last_loss
+
+    def run(self, epochs: int, loss_fn: LossFn,
+            after_epoch: Callable[[float], None] = lambda loss: None,
+            before_step: StepHook | None = None) -> None:
+        """Up to ``epochs`` epochs of ``loss_fn``, none started once the budget ran out;
+        ``after_epoch`` gets each epoch's last loss."""
+        for _ in range(epochs):
+            if self.out_of_time():
+                return
+            after_epoch(self.epoch(loss_fn, before_step))
+
+
+# Over 8 parameters: astra/train.py passes them positionally; TrainLoop is the grouped form
 def fit(model: nn.Module, dataset: Dataset, loss_fn: LossFn, epochs: int, lr: float,
         settings: TrainSettings, seed: int = 0, progress: Progress | None = None,
         label: str = "training", seconds: float | None = None) -> tuple[float, int]:
-    """AdamW + one-cycle over ``epochs`` of shuffled batches; returns the last batch loss and the
-    epochs run, and leaves the model in eval mode. ``loss_fn(model, x, y)`` is the task's loss.
-    A time budget of ``seconds`` ends training after the epoch in which it runs out."""
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=settings.weight_decay)
-    steps = max(1, epochs * -(-len(dataset.x_train) // settings.batch_size))
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=steps)
-    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
-    gen = torch.Generator().manual_seed(seed)
-    loss_value, started, done = float("nan"), time.perf_counter(), 0
-    advance = loss_steps(progress, label, epochs)
-    while done < epochs and (seconds is None or time.perf_counter() - started < seconds):
-        model.train()
-        order = torch.randperm(len(x), generator=gen)
-        for start in range(0, len(x), settings.batch_size):
-            idx = order[start:start + settings.batch_size]
-            loss = loss_fn(model, x[idx], y[idx])
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            loss_value = loss.detach().item()
-        done += 1
-        advance(loss_value)
+    """``TrainLoop`` in one phase: returns the last batch loss and the epochs run, and leaves the
+    model in eval mode. ``loss_fn(model, x, y)`` is the task's loss."""
+    loop = TrainLoop(model, dataset, settings, epochs, lr, seed, seconds)
+    loop.run(epochs, loss_fn, after_epoch=loss_steps(progress, label, epochs))
     model.eval()
-    return loss_value, done
+    return loop.last_loss, loop.epochs_done
 
 
 def _cross_entropy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(model(x), y)
 
 
+# Over 8 parameters: the keywords every trainer takes (ModelEntry.trainer), and the trainer
 def train(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
           epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
           model: nn.Module | None = None, seconds: float | None = None,

@@ -51,6 +51,7 @@ def _kernel() -> Any:
     if os.environ.get("TRITON_INTERPRET") == "1":  # the interpreter cannot time configs
         configs = configs[:1]
 
+    # Over 8 parameters: a Triton kernel takes its pointers, sizes and constexpr tiles one by one
     @triton.autotune(configs=configs, key=["n_rows", "D"])
     @triton.jit
     def wbmm_gather_matmul(x_ptr, table_ptr, index_ptr, bias_ptr, y_ptr, n_rows, table_len,

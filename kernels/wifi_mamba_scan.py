@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 
+# Over 8 parameters: a numba kernel takes its arrays one by one (no dataclass in nopython mode)
 @numba.njit(cache=True, nogil=True, boundscheck=False)
 def _scan(decay, dt, u, b, c, d_skip, share, h, y):
     """decay (B, L, 2, N, E); Δ, u (B, L, 2, E); B, C (B, L, 2, N); D (2, E); tanh(W) (2, N, E);

@@ -6,6 +6,7 @@ write them) are checked here too, since only a GPU runs the steps themselves."""
 from __future__ import annotations
 
 import ast
+import importlib
 import importlib.util
 import json
 import subprocess
@@ -17,11 +18,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 DRIVER = REPO / "benchmarks" / "device_check.py"
+CATALOGUE = REPO / "benchmarks" / "devcheck" / "steps.py"  # the driver's STEPS, in order
 
 
 def _step_names() -> list[str]:
     """The names of STEPS, read from the source (importing it would not check the file)."""
-    tree = ast.parse(DRIVER.read_text())
+    tree = ast.parse(CATALOGUE.read_text())
     names = [n.args[0].value for n in ast.walk(tree) if isinstance(n, ast.Call)
              and getattr(n.func, "id", None) == "Step" and isinstance(n.args[0], ast.Constant)]
     return names
@@ -175,35 +177,45 @@ def test_the_roofline_says_when_wbmm14_cannot_beat_dw5():
     assert "wbmm14-triton" in fp32["value"]
 
 
+def _part(name: str) -> ModuleType:
+    """A part of the device check (benchmarks/devcheck/NAME.py), imported as the driver does."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        return importlib.import_module(f"devcheck.{name}")
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+
+
 def test_the_verdicts_read_the_results_as_the_steps_write_them():
-    check = _module("device_check")
+    gpu, methods = _part("gpu_steps"), _part("method_steps")
+    base, results = _part("base"), _part("results")
     profile_doc = {"backend": {"backend": "torch", "device": "cuda:0", "cuda_graph": "on",
                                "gpu_memory": {"peak_allocated_bytes": 1}},
                    "settings": {"batch": 32}, "latency_ms": {"p50": 0.05},
                    "throughput": {"samples_per_s": 640000.0},
                    "energy": {"energy_per_inference_j": 1e-4, "source": "measured: nvml"}}
-    (cli,) = check._summarise_profile_cli({"torch-cuda.json": profile_doc})
+    (cli,) = gpu.summarise_profile_cli({"torch-cuda.json": profile_doc})
     assert cli["met"] and "CUDA graph on" in cli["claim"] and "p50 0.05 ms" in cli["value"]
     zipmoe = {"serving": {"device": "NVIDIA H200", "models": {"random": {
         "speedup_vs_naive": 2.31, "target_met": True, "logits_identical": True}}}}
-    speed, exact = check._summarise_zipmoe({"zipmoe_cuda.json": zipmoe})
+    speed, exact = methods.summarise_zipmoe({"zipmoe_cuda.json": zipmoe})
     assert speed["value"] == 2.31 and speed["met"] and exact["met"]
     sweep = {"verdicts": [{"claim": "mlp: CUDA graph p50 speed-up at batch 1", "value": 2.5,
                            "met": True}], "left_out": ["astra-vit batch 128"]}
-    graph, left = check._summarise_sweep({"batch_sweep_cuda.json": sweep})
+    graph, left = gpu.summarise_sweep({"batch_sweep_cuda.json": sweep})
     assert graph["met"] and left["met"] is None and left["value"] == "astra-vit batch 128"
-    claims = check._summarise_wbmm({"wbmm_cuda.json": {"claims": [{"claim": "a"}],
-                                                       "roofline": [{"claim": "b"}]}})
+    claims = methods.summarise_wbmm({"wbmm_cuda.json": {"claims": [{"claim": "a"}],
+                                                        "roofline": [{"claim": "b"}]}})
     assert [c["claim"] for c in claims] == ["a", "b"]
     env = {"python": "3.12.3", "platform": "Linux", "cpu_count": 16,
            "versions": {"torch": "2.11.0+cu130", "onnxruntime-gpu": None},
            "nvidia_smi": ["name, driver_version", "NVIDIA H200, 580.159.04"]}
-    outcomes = [check.Outcome("environment", "", "ran", results={"environment.json": env}),
-                check.Outcome("devices", "", "ran",
+    outcomes = [base.Outcome("environment", "", "ran", results={"environment.json": env}),
+                base.Outcome("devices", "", "ran",
                               results={"devices.json": {"detected": "nvidia-h200"}}),
-                check.Outcome("profile-cli", "", "ran", verdicts=[cli])]
-    assert check.machine(outcomes)["detected_profile"] == "nvidia-h200"
-    summary = check.summary_markdown(outcomes, {}, "full run")
+                base.Outcome("profile-cli", "", "ran", verdicts=[cli])]
+    assert results.machine(outcomes)["detected_profile"] == "nvidia-h200"
+    summary = results.summary_markdown(outcomes, {}, "full run")
     assert "- GPU: NVIDIA H200, 580.159.04 (name, driver_version)" in summary
     assert "torch 2.11.0+cu130" in summary and "onnxruntime-gpu" not in summary
     assert "device profile detected: nvidia-h200" in summary

@@ -19,7 +19,7 @@ from edgekit.methods import spik4lite as s4
 from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty
 from edgekit.methods.spik4lite.groups import channel_groups
 from edgekit.methods.spik4lite.prune import _contribution, _observe, _remove
-from edgekit.methods.spik4lite.trainer import Schedule, train_spik4lite
+from edgekit.methods.spik4lite.trainer import Schedule, Spik4liteConfig, train_spik4lite
 from edgekit.registry import create_model, get_entry
 from edgekit.spiking.layers import calibrate_batchnorm, layer, mean_firing_rate
 
@@ -219,8 +219,9 @@ def test_schedule_runs_end_to_end_and_records_the_gates():
     x = torch.rand(48, 1, 8, 8, generator=gen).numpy()
     y = (torch.arange(48) % 10).numpy()
     data = Dataset("tiny", x[:32], y[:32], x[32:], y[32:], "tiny")
-    result = train_spik4lite(get_entry("spikingformer"), data, target_keep=0.6, lam=3.0,
-                             model=_tiny("spikingformer"), schedule=Schedule(1, 1, 1, 1))
+    config = Spik4liteConfig(target_keep=0.6, lam=3.0, schedule=Schedule(1, 1, 1, 1))
+    result = train_spik4lite(get_entry("spikingformer"), data, config,
+                             model=_tiny("spikingformer"))
     record = result.details["spik4lite"]
     assert result.epochs == 3 and record["lambda"] == 3.0
     assert [g["epoch"] for g in record["gates"]] == [1, 2]  # after each gated epoch
@@ -277,9 +278,10 @@ def test_schedule_with_a_teacher_learns_the_teachers_answers():
     agree, shapes = {}, {}
     for label, distil in (("plain", None),
                           ("taught", Distillation(_Contrarian(), weight=1.0, source="t"))):
-        result = train_spik4lite(get_entry("spikingformer"), data, target_keep=0.8,
-                                 model=_tiny("spikingformer"), schedule=Schedule(1, 1, 1, 8),
+        config = Spik4liteConfig(target_keep=0.8, schedule=Schedule(1, 1, 1, 8),
                                  distillation=distil)
+        result = train_spik4lite(get_entry("spikingformer"), data, config,
+                                 model=_tiny("spikingformer"))
         shapes[label] = {k: v.shape for k, v in result.model.state_dict().items()}
         with torch.no_grad():
             agree[label] = float((result.model(x[:192]).argmax(-1) == teacher_says).float()
@@ -363,9 +365,9 @@ def test_init_prunes_the_given_net_and_leaves_it_untouched():
             p.add_(torch.randn_like(p))
     before = {k: v.clone() for k, v in start.state_dict().items()}
     stem = "tokenizer.stem.0.weight"
-    result = train_spik4lite(frozen, data, target_keep=0.6, schedule=Schedule(1, 1, 1, 1),
-                             init=WarmStart(start, "spikingformer", "dense.safetensors",
-                                            ("tiny", "abc")))
+    result = train_spik4lite(frozen, data, Spik4liteConfig(
+        target_keep=0.6, schedule=Schedule(1, 1, 1, 1),
+        init=WarmStart(start, "spikingformer", "dense.safetensors", ("tiny", "abc"))))
     assert torch.equal(result.model.state_dict()[stem], before[stem])
     assert not torch.equal(_tiny("spikingformer").state_dict()[stem], before[stem])
     assert all(torch.equal(v, before[k]) for k, v in start.state_dict().items())
@@ -374,7 +376,8 @@ def test_init_prunes_the_given_net_and_leaves_it_untouched():
                               "dataset": "tiny", "dataset_digest": "abc"}
     assert record["channels_after"] < record["channels_before"]
     with pytest.raises(UsageError, match="holds 'spikingformer', not 'spikingformer:x'"):
-        train_spik4lite(entry, data, variant="x", init=WarmStart(start, "spikingformer", "d"))
+        train_spik4lite(entry, data, Spik4liteConfig(init=WarmStart(start, "spikingformer", "d")),
+                        variant="x")
 
 
 def test_a_start_trained_on_other_data_is_named_with_both_digests(tmp_path):

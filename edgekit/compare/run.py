@@ -128,6 +128,7 @@ def _rows(name: str, target: Target, settings: ProfileSettings, data: str | Path
     return rows, refused
 
 
+# Over 8 parameters: edgekit.compare's public keywords, one per option of edgekit compare
 def compare(names: Sequence[Any],
             settings: ProfileSettings = ProfileSettings(),  # noqa: B008  (frozen dataclass)
             data: str | Path | None = None, progress: Progress | None = None,

@@ -87,6 +87,7 @@ def _scored(name: str, target: Target, settings: ProfileSettings, data: str | Pa
                    score, str(ckpt_path), _export(name, measured, settings, workdir))
 
 
+# Over 8 parameters: the keywords of edgekit fleet compare, those of edgekit.compare's
 def fleet_compare(names: Sequence[str], client: Any,
                   settings: ProfileSettings = ProfileSettings(),  # noqa: B008 (frozen)
                   *, devices: Sequence[str] | None = None, data: str | Path | None = None,

@@ -20,13 +20,13 @@ from typing import Any
 import numpy as np
 
 from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_backends
-from edgekit.energy import EnergyMeter, open_meter
+from edgekit.energy import EnergyMeasurement, EnergyMeter, open_meter
 from edgekit.energy.select import sysfs_root
 from edgekit.errors import UnknownNameError, UsageError
 from edgekit.exporters import export_onnx, load_artifact
 from edgekit.flops import model_cost
 from edgekit.inputs import InputOverride
-from edgekit.profiler.memory import PeakMemoryTracker
+from edgekit.profiler.memory import MemoryWindow, PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
 from edgekit.profiles import DeviceProfile, detect_profile, load_profile
@@ -92,6 +92,20 @@ class _Prepared:
     size_bytes: int
     size_source: str
     precision: str | None = None  # what the model runs at, where the artifact fixes it (engines)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What one profiling run measured, for its report."""
+
+    backend: dict[str, Any]  # the runner's own description
+    creation_s: float
+    first_s: float
+    warm_iters: int
+    samples: list[float]  # the timed iterations' latencies
+    timed_s: float
+    energy: EnergyMeasurement
+    mem: MemoryWindow
 
 
 def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
@@ -295,10 +309,10 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    report = _report(prepared, settings, device=device, here=here, threads=threads,
-                     backend=described,
-                     creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
-                     samples=samples, timed_s=wall_s, energy=energy, mem=mem)
+    measured = _Measured(backend=described, creation_s=creation_s, first_s=first_s,
+                         warm_iters=warm_iters, samples=samples, timed_s=wall_s, energy=energy,
+                         mem=mem)
+    report = _report(prepared, settings, measured, device=device, here=here, threads=threads)
     if any(phases.values()):
         report["phases_ms"] = {name: latency_stats(values).to_dict()
                                for name, values in phases.items() if values}
@@ -316,13 +330,11 @@ def _device_doc(device: DeviceProfile, here: DeviceProfile | None) -> dict[str, 
     return doc
 
 
-def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
-            here: DeviceProfile | None, threads: int, backend: dict[str, Any],
-            creation_s: float, first_s: float,
-            warm_iters: int, samples: list[float], timed_s: float, energy: Any,
-            mem: Any) -> dict[str, Any]:
-    stats = latency_stats(samples)
-    n = len(samples)
+def _report(prepared: _Prepared, settings: ProfileSettings, run: _Measured, *,
+            device: DeviceProfile, here: DeviceProfile | None, threads: int) -> dict[str, Any]:
+    energy, timed_s = run.energy, run.timed_s
+    stats = latency_stats(run.samples)
+    n = len(run.samples)
     per_call_s = stats.p50 / 1e3
     precision = prepared.precision or settings.precision
     compute: dict[str, Any] = {"params": prepared.params,
@@ -352,19 +364,19 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
     return {
         "target": prepared.name,
         "source": prepared.source,
-        "backend": backend,
+        "backend": run.backend,
         "device": _device_doc(device, here),
         "settings": {"batch": settings.batch, "threads": threads, "precision": precision,
                      "energy": settings.energy, **settings.plan.describe()},
-        "creation_s": creation_s,
-        "first_inference_ms": first_s * 1e3,
-        "warmup_iterations": warm_iters,
+        "creation_s": run.creation_s,
+        "first_inference_ms": run.first_s * 1e3,
+        "warmup_iterations": run.warm_iters,
         "iterations": n,
         "timed_s": timed_s,
         "latency_ms": stats.to_dict(),
         "throughput": {"inferences_per_s": n / timed_s,
                        "samples_per_s": n * settings.batch / timed_s},
-        "memory": mem.to_dict(),
+        "memory": run.mem.to_dict(),
         "model_size": {"bytes": prepared.size_bytes, "source": prepared.size_source},
         "compute": compute,
         "energy": energy_doc,

@@ -13,7 +13,13 @@ from edgekit.cli.common import console, err_console
 from edgekit.errors import UsageError
 from edgekit.methods import TrainMode
 from edgekit.methods.spik4lite.distill import DISTILL_WEIGHT, load_teacher
-from edgekit.methods.spik4lite.trainer import LAMBDA, PAPER_LAMBDA, Schedule, train_spik4lite
+from edgekit.methods.spik4lite.trainer import (
+    LAMBDA,
+    PAPER_LAMBDA,
+    Schedule,
+    Spik4liteConfig,
+    train_spik4lite,
+)
 from edgekit.methods.spik4lite.warm_start import load_start
 from edgekit.registry import ModelEntry
 
@@ -48,9 +54,10 @@ def select(entry: ModelEntry, options: Mapping[str, Any]) -> Callable[..., Any] 
             other = source and source.other_data(dataset.name, dataset.digest)
             if other:
                 err_console.print(f"[yellow]warning:[/yellow] {other}")
-        result = train_spik4lite(entry, dataset, target_keep=keep, lam=lam,
+        config = Spik4liteConfig(target_keep=keep, lam=lam,
                                  schedule=Schedule.split(epochs, cycles),
-                                 distillation=distillation, init=init, **kwargs)
+                                 distillation=distillation, init=init)
+        result = train_spik4lite(entry, dataset, config, **kwargs)
         say_keep(result.details["spik4lite"], cycles)
         return result
     return functools.update_wrapper(trainer, train_spik4lite)

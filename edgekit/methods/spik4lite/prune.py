@@ -43,8 +43,20 @@ from edgekit.methods.spik4lite.slicing import cut_in, cut_out
 from edgekit.methods.spik4lite.wrap import _probe_input
 from edgekit.spiking.layers import functional
 
-THRESHOLD = 0.5  # [code] channels whose mean keep probability < 0.5 are removed
-CAP, EMBEDDING_CAP = 0.5, 0.3  # [code] per-step caps: MLP layers, patch embedding
+
+@dataclass(frozen=True)
+class RemovalRule:
+    """Which channels one removal step takes: those whose mean keep probability is under
+    ``threshold``, at most ``cap`` of a group's width (``embedding_cap`` in the patch
+    embedding). The defaults are the authors' [code]."""
+
+    threshold: float = 0.5
+    cap: float = 0.5  # MLP layers
+    embedding_cap: float = 0.3  # patch embedding
+
+    def limit(self, group: ChannelGroup) -> int:
+        """The most channels one step removes from ``group``."""
+        return int((self.embedding_cap if group.embedding else self.cap) * group.width)
 
 
 @dataclass
@@ -177,8 +189,7 @@ def _contribution(layer: nn.Module, removed: torch.Tensor, mean: torch.Tensor,
 def prune(model: nn.Module, x: torch.Tensor | None = None,
           optimizer: torch.optim.Optimizer | None = None, *, compensate: bool = True,
           batches: list[torch.Tensor] | None = None, target_keep: float | None = None,
-          threshold: float = THRESHOLD, cap: float = CAP,
-          embedding_cap: float = EMBEDDING_CAP) -> PruneReport:
+          rule: RemovalRule = RemovalRule()) -> PruneReport:
     """Remove, in place, the channels the gates of ``model`` (``wrap``) switched off."""
     if target_keep is not None and not 0 < target_keep <= 1:
         raise UsageError(f"target keep must be in (0, 1], got {target_keep}")
@@ -186,7 +197,7 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
     groups = channel_groups(model, x)
     if not any(isinstance(m, GatedLayer) for m in model.modules()):
         raise UsageError("the model has no Spik4lite gates", hint="call spik4lite.wrap first")
-    total = sum(g.width for g in groups)
+    total = count_channels(groups)
     report = PruneReport(total, total)
     budget = None if target_keep is None else total - round(target_keep * total)
     plans: list[tuple[ChannelGroup, torch.Tensor]] = []
@@ -194,11 +205,10 @@ def prune(model: nn.Module, x: torch.Tensor | None = None,
         p = keep_probability(model, group)
         if p is None:
             continue
-        limit = int((embedding_cap if group.embedding else cap) * group.width)
-        removed = _select(p, group, limit, threshold)
+        removed = _select(p, group, rule.limit(group), rule.threshold)
         plans.append((group, removed))
     if budget is not None:
-        plans = _to_budget(model, plans, budget, report, cap, embedding_cap)
+        plans = _to_budget(model, plans, budget, report, rule)
     plans = _trial(model, plans, x, report)
     observed = _observe(model, x, batches) if compensate else None
     for group, removed in plans:
@@ -246,8 +256,7 @@ def _trial(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]], x: 
 
 
 def _to_budget(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]], budget: int,
-               report: PruneReport, cap: float,
-               embedding_cap: float) -> list[tuple[ChannelGroup, torch.Tensor]]:
+               report: PruneReport, rule: RemovalRule) -> list[tuple[ChannelGroup, torch.Tensor]]:
     """Trim the plans to remove at most ``budget`` channels; if they remove fewer, add the least
     kept channels of the groups (within their caps) until they do."""
     out, left = [], budget
@@ -263,8 +272,8 @@ def _to_budget(model: nn.Module, plans: list[tuple[ChannelGroup, torch.Tensor]],
             want = min(left, -(-share * group.width // width)) if fair else left
             if want < group.blocks:
                 continue
-            limit = int((embedding_cap if group.embedding else cap) * group.width)
-            extra = _select(_rank(model, group), group, min(limit, len(removed) + want), 2.0)
+            extra = _select(_rank(model, group), group,
+                            min(rule.limit(group), len(removed) + want), 2.0)
             report.forced += len(extra) - len(removed)
             left -= len(extra) - len(removed)
             out[i] = (group, extra)
@@ -324,6 +333,7 @@ def _fold(model: nn.Module, name: str, d: torch.Tensor, bn_name: str | None,
 
 
 def count_channels(groups: list[ChannelGroup]) -> int:
+    """The prunable channels of ``groups``, all together."""
     return sum(g.width for g in groups)
 
 

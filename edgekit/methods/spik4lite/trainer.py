@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import copy
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +48,12 @@ from edgekit.methods.spik4lite.gates import (
 )
 from edgekit.methods.spik4lite.gates import gated_layers as gates_of
 from edgekit.methods.spik4lite.groups import channel_groups
-from edgekit.methods.spik4lite.prune import describe, prune
+from edgekit.methods.spik4lite.prune import count_channels, describe, prune
 from edgekit.methods.spik4lite.warm_start import WarmStart
 from edgekit.methods.spik4lite.wrap import unwrap, wrap
 from edgekit.progress import Progress, ProgressUpdate
 from edgekit.registry import ModelEntry
-from edgekit.training import TrainResult, entry_label, evaluate
+from edgekit.training import TrainLoop, TrainResult, entry_label, evaluate
 
 PAPER_LAMBDA = 0.01  # [code] --lambda-energy: the authors' weight of the energy penalty
 # [ours] the default here: a digits run has a few hundred steps, not the authors' ~150k, and at
@@ -92,123 +93,125 @@ def check_target(target_keep: float) -> float:
     return target_keep
 
 
-def _batches(dataset: Dataset, batch_size: int, gen: torch.Generator) -> list[tuple[Any, Any]]:
-    x, y = torch.from_numpy(dataset.x_train), torch.from_numpy(dataset.y_train)
-    order = torch.randperm(len(x), generator=gen)
-    return [(x[order[i:i + batch_size]], y[order[i:i + batch_size]])
-            for i in range(0, len(x), batch_size)]
+@dataclass(frozen=True)
+class Spik4liteConfig:
+    """What a Spik4lite run does beyond plain training: the keep it aims at, the penalty's
+    weight, the phases (``None``: ``Schedule.split`` of the entry's epochs), a teacher whose
+    softened outputs join the task loss in the fine-tune, and a trained net to start from (a
+    copy of it is pruned) instead of fresh weights."""
+
+    target_keep: float = 0.5
+    lam: float = LAMBDA
+    schedule: Schedule | None = None
+    distillation: Distillation | None = None
+    init: WarmStart | None = None
+
+    def __post_init__(self) -> None:
+        check_target(self.target_keep)
 
 
-def train_spik4lite(entry: ModelEntry, dataset: Dataset, *, target_keep: float = 0.5,
-                    variant: str | None = None, epochs: int | None = None, seed: int = 0,
-                    progress: Progress | None = None, model: nn.Module | None = None,
-                    seconds: float | None = None, lam: float = LAMBDA,
-                    schedule: Schedule | None = None,
-                    distillation: Distillation | None = None,
-                    init: WarmStart | None = None) -> TrainResult:
-    """Train ``entry`` with the Spik4lite schedule; the result's model is pruned and ungated.
-    ``distillation``: a teacher whose softened outputs join the task loss in the fine-tune;
-    ``init``: a trained net to start from (a copy of it is pruned) instead of fresh weights."""
-    check_target(target_keep)
+def train_spik4lite(entry: ModelEntry, dataset: Dataset,
+                    config: Spik4liteConfig = Spik4liteConfig(), *, variant: str | None = None,
+                    seed: int = 0, progress: Progress | None = None,
+                    model: nn.Module | None = None, seconds: float | None = None) -> TrainResult:
+    """Train ``entry`` with the Spik4lite schedule through ``TrainLoop``; the result's model is
+    pruned and ungated. The keywords are those every trainer takes (``edgekit.training.train``)."""
     if not entry.spiking:
         raise UsageError(f"'{entry.name}' is not a spiking model; Spik4lite gates spiking nets",
                          hint="pick a model with spiking=True (edgekit models)")
     torch.manual_seed(seed)
-    if init is not None:
-        if model is not None:
-            raise UsageError("give the model to start from either as model or as init")
-        init.check(entry_label(entry, variant))
-        model = copy.deepcopy(init.model)
-    model = model if model is not None else entry.build(variant)
+    init, distillation, lam = config.init, config.distillation, config.lam
+    model = _starting_net(entry, variant, model, init)
     settings = entry.train
-    schedule = schedule or Schedule.split(epochs or settings.epochs)
-    gen = torch.Generator().manual_seed(seed)
+    schedule = config.schedule or Schedule.split(settings.epochs)
     probe = torch.from_numpy(dataset.x_train[:settings.batch_size])
     if distillation is not None:
         distillation.check(model, probe)
-    calibration = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
-                   for i in range(CALIBRATION_BATCHES)]
-    calibration = [c for c in calibration if len(c)]
-    width = sum(g.width for g in channel_groups(model, probe))
+    calibration = _calibration_batches(dataset)
+    width = count_channels(channel_groups(model, probe))
     wrap(model, probe)
-    opt = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
-    steps_per_epoch = -(-len(dataset.x_train) // settings.batch_size)
     # one-cycle over the whole schedule, as the dense nets train here (the authors: cosine with
     # warm-up over all epochs); a constant rate leaves the fine-tuned net short of the dense one
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=settings.lr,
-                                                total_steps=schedule.total * steps_per_epoch)
+    loop = TrainLoop(model, dataset, settings, schedule.total, settings.lr, seed, seconds)
     label = f"spik4lite {entry_label(entry, variant)}"
-    started, done, loss_value = time.perf_counter(), 0, float("nan")
-    gated_epochs = schedule.warmup + schedule.cycles * schedule.cycle_epochs
+    gated_steps = (schedule.warmup + schedule.cycles * schedule.cycle_epochs) \
+        * loop.steps_per_epoch
     report_progress(progress, label, 0, schedule.total, "warm-up")
     removals: list[dict[str, Any]] = []
     gates: list[dict[str, float]] = []  # where the gates stand after each gated epoch
 
-    def out_of_time() -> bool:
-        return seconds is not None and time.perf_counter() - started >= seconds
+    def anneal(step: int) -> None:  # per batch over the gated epochs
+        set_temperature(model, temperature(step, gated_steps))
 
-    def epoch(penalty: bool, phase: str) -> None:
-        nonlocal done, loss_value
-        model.train()
-        for i, (x, y) in enumerate(_batches(dataset, settings.batch_size, gen)):
-            if penalty:  # anneal per batch over the gated epochs
-                step = done * steps_per_epoch + i
-                set_temperature(model, temperature(step, gated_epochs * steps_per_epoch))
-            logits = model(x)
-            loss = F.cross_entropy(logits, y)
-            if distillation is not None and not penalty:  # the static fine-tune
-                loss = distillation.loss(x, logits, loss)
-            if penalty:
-                loss = loss + lam * energy_penalty(model)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            sched.step()
-            loss_value = loss.detach().item()
-        done += 1
-        if penalty:
+    def gated_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(model(x), y) + lam * energy_penalty(model)
+
+    def static_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        return loss if distillation is None else distillation.loss(x, logits, loss)
+
+    def after_gated(phase: str) -> Callable[[float], None]:
+        def after(loss: float) -> None:
             p = soft_keep(model)
-            gates.append({"epoch": done, "mean_keep": round(float(p.mean()), 4),
+            gates.append({"epoch": loop.epochs_done, "mean_keep": round(float(p.mean()), 4),
                           "below_half": round(float((p < 0.5).float().mean()), 4)})
-        report_progress(progress, label, done, schedule.total, f"{phase} loss {loss_value:.4f}")
+            report_progress(progress, label, loop.epochs_done, schedule.total,
+                            f"{phase} loss {loss:.4f}")
+        return after
 
-    for _ in range(schedule.warmup):
-        if out_of_time():
-            break
-        epoch(True, "warm-up")
+    loop.run(schedule.warmup, gated_loss, after_gated("warm-up"), anneal)
     for cycle in range(1, schedule.cycles + 1):
         for _, gate in gates_of(model):
             gate.start_accumulating()
-        for _ in range(schedule.cycle_epochs):
-            if out_of_time():
-                break
-            epoch(True, f"cycle {cycle}/{schedule.cycles}")
-        goal = 1 - (1 - target_keep) * cycle / schedule.cycles
-        current = sum(g.width for g in channel_groups(model, probe))
-        report = prune(model, probe, opt, batches=calibration,
+        loop.run(schedule.cycle_epochs, gated_loss,
+                 after_gated(f"cycle {cycle}/{schedule.cycles}"), anneal)
+        goal = 1 - (1 - config.target_keep) * cycle / schedule.cycles
+        current = count_channels(channel_groups(model, probe))
+        report = prune(model, probe, loop.opt, batches=calibration,
                        target_keep=min(1.0, goal * width / current))
         recalibrate_bn(model, calibration)
         removals.append({"cycle": cycle, **describe(report)})
     unwrap(model)
-    live = list(model.parameters())  # the gates' parameters and state leave the optimizer
-    opt.param_groups[0]["params"] = live
-    del opt.param_groups[1:]
-    for p in [p for p in opt.state if not any(p is q for q in live)]:
-        del opt.state[p]
-    for _ in range(schedule.finetune):
-        if out_of_time():
-            break
-        epoch(False, "fine-tune")
+    _drop_gates_from(loop.opt, list(model.parameters()))
+    loop.run(schedule.finetune, static_loss, lambda loss: report_progress(
+        progress, label, loop.epochs_done, schedule.total, f"fine-tune loss {loss:.4f}"))
     model.eval()
-    kept = sum(g.width for g in channel_groups(model, probe))
+    kept = count_channels(channel_groups(model, probe))
     value = evaluate(model, dataset.x_test, dataset.y_test)
-    details = {"spik4lite": {"target_keep": target_keep, "keep": round(kept / width, 4),
+    details = {"spik4lite": {"target_keep": config.target_keep, "keep": round(kept / width, 4),
                              "channels_before": width, "channels_after": kept, "lambda": lam,
                              "schedule": vars(schedule), "removals": removals, "gates": gates,
                              "distillation": distillation.to_json() if distillation else None,
                              "init": init.to_json() if init else None}}
-    return TrainResult(model, entry.task.metric, value, done, time.perf_counter() - started,
-                       loss_value, details)
+    return TrainResult(model, entry.task.metric, value, loop.epochs_done,
+                       time.perf_counter() - loop.started, loop.last_loss, details)
+
+
+def _starting_net(entry: ModelEntry, variant: str | None, model: nn.Module | None,
+                  init: WarmStart | None) -> nn.Module:
+    """A copy of ``init``'s trained net, else ``model``, else a fresh net of the entry."""
+    if init is None:
+        return model if model is not None else entry.build(variant)
+    if model is not None:
+        raise UsageError("give the model to start from either as model or as init")
+    init.check(entry_label(entry, variant))
+    return copy.deepcopy(init.model)
+
+
+def _calibration_batches(dataset: Dataset) -> list[torch.Tensor]:
+    """The first training batches of 64, for BatchNorm recalibration after each removal."""
+    batches = [torch.from_numpy(dataset.x_train[i * 64:(i + 1) * 64])
+               for i in range(CALIBRATION_BATCHES)]
+    return [b for b in batches if len(b)]
+
+
+def _drop_gates_from(opt: torch.optim.Optimizer, live: list[nn.Parameter]) -> None:
+    """The gates' parameters and state leave the optimizer once ``unwrap`` deleted them."""
+    opt.param_groups[0]["params"] = live
+    del opt.param_groups[1:]
+    for p in [p for p in opt.state if not any(p is q for q in live)]:
+        del opt.state[p]
 
 
 def report_progress(progress: Progress | None, label: str, done: int, total: int,

@@ -72,6 +72,8 @@ class Downsample(nn.Sequential):
 
 
 class SpikingResformer(MultiStepNet):
+    # Over 8 parameters: the paper config's hyperparameters; the registry builds the net from
+    # a config dict (builder(**config)) that checkpoints store
     def __init__(self, T: int = 4, in_channels: int = 1, num_classes: int = 10,
                  input_size: int = 8, channels: Sequence[int] = (32, 64),
                  heads: Sequence[int] = (1, 2), depths: Sequence[int] = (1, 1),

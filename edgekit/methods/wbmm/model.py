@@ -165,6 +165,8 @@ class WBMMNet(nn.Module):
     ``stem_strides`` the two stem convs' strides (2, 2 at 224x224; 1, 1 for 8x8 digits).
     """
 
+    # Over 8 parameters: the paper config's hyperparameters; the registry builds the net from
+    # a config dict (builder(**config)) that checkpoints store
     def __init__(self, in_channels: int = 3, num_classes: int = 1000,
                  dims: Sequence[int] = (80, 160, 320, 640),
                  patterns: Sequence[Sequence[Token]] = (("D",) * 3, ("W", "D", "W"),
