@@ -4,7 +4,9 @@ SIGKILL gives the launcher no chance to stop its ranks: they would run on, block
 collective, until their own timeout. So each rank asks the kernel to send it SIGTERM when its
 parent dies (Linux ``prctl(PR_SET_PDEATHSIG)``, prctl(2)), then checks that its parent is still
 the launcher: a launcher killed before the request was made has already handed the rank to
-another parent, and no death signal would ever come. Where prctl is missing (macOS, Windows) a
+another parent, and no death signal would ever come. (Linux sends it when the *thread* that
+started the rank ends; ``launch`` starts, watches and stops its ranks in one call, so that thread
+outlives them.) Where prctl is missing (macOS, Windows) a
 daemon thread polls the parent pid instead. The launcher passes its pid in
 ``EDGEKIT_ASTRA_LAUNCHER_PID``; a rank started by torchrun has none and is left alone.
 """
