@@ -361,8 +361,12 @@ def check_reproduces_reference(artifact: Any) -> None:
     the manifest's digests prove the files are the ones it lists, not that the graph is the model
     it names (a graph of the same interface from another model, rehashed into the manifest, passes
     them). One inference on one thread; engines are left to ``edgekit validate`` (a GPU)."""
-    if artifact.format != "onnx" or REFERENCE_FILE not in artifact.manifest["files"]:
+    if artifact.format != "onnx":
         return
+    if REFERENCE_FILE not in artifact.manifest["files"]:  # every ONNX export saves one
+        raise UsageError(f"{artifact.folder}: its manifest lists no {REFERENCE_FILE}, so nothing "
+                         f"shows that {artifact.manifest['model_file']} is the model it names",
+                         hint="export it again with this edgekit")
     _, report, _ = validate_loaded(artifact)
     wrong = [o for o in report.outputs if o.shape != o.reference_shape or o.mismatched]
     if wrong:

@@ -304,15 +304,22 @@ EDITED_ARTIFACTS = ["art_shape", "art_outputs", "art_batch", "art_batch4", "art_
 BAD_MOE_INPUTS = ["tiny_int8", "tiny_nan", "tiny_rope", "tiny_experts", "hfckpt", "typedstore",
                   "emptydir", "text.txt"]
 FORGED_STORES = ["store_negoff", "store_short", "store_long", "store_fp16", "store_locked"]
-# outputs edgekit must not replace: the user's files and folders, an input (an edgekit output
-# such as ``art`` or ``good.zmoe`` may be replaced by design, so it is not named here)
+# outputs edgekit must not replace: the user's files and folders (an edgekit output such as
+# ``art``, ``tiny`` or ``good.zmoe`` may be replaced by design, so none is named here)
 NOT_EDGEKITS = ["keep", "art_notes", "text.txt", "random.safetensors", "typed.safetensors",
-                "hfckpt", "tiny"]
+                "hfckpt"]
 BAD_REPORTS = ["report_nan.json", "report_inf.json", "report_neginf.json", "report_str.json",
                "missing", "random.json", "empty.json", "list.json", "deep.json", "text.txt",
                "emptydir", "art"]
 HOMES = [*CALIBRATIONS, "home_badjson"]
 SERVE = ["--prompt", "hi", "--max-new-tokens", "1"]
+
+
+ISSUE_45_WEIGHT = 3  # issue 45's classes are drawn this many times as often as the others
+
+
+def _weighted(command, build):
+    return [(command, build)] * ISSUE_45_WEIGHT
 
 
 def _templates(pick):
@@ -340,32 +347,35 @@ def _templates(pick):
         ("train", lambda: ["train", pick.one(["mlp", "wifi-mamba"]), "--validate-every", i()]),
         ("train", lambda: ["train", "mlp", "--json", "", "-o", f(["unwritable"])]),
         # issue 45: train -o over a file edgekit did not write (foreign weights, a folder)
-        ("train", lambda: ["train", pick.one(["mlp", "mlp:small", "ds-cnn"]), "-o",
+        *_weighted("train", lambda: ["train", pick.one(["mlp", "mlp:small", "ds-cnn"]), "-o",
                            f(NOT_EDGEKITS),
                            *some(["--epochs", "1"], ["--seconds", "1"], ["--seed", "3"])]),
         ("train", lambda: ["train", "mlp", "-o", o(LONG + ".safetensors")]),
         ("export", lambda: ["export", pick.one(NAMES + BAD_FILES + BAD_DIRS, f)]),
         ("export", lambda: ["export", "mlp", "--to", pick.one(["onx", "", "ONNX", "trt"])]),
         ("export", lambda: ["export", "mlp", "--opset", pick.one(["abc", "", "1.5", "nan"])]),
-        ("export", lambda: ["export", "mlp", pick.one(["--batch", "--workspace", "--dla-core",
+        ("export", lambda: ["export", "mlp", pick.one(["--batch", "--workspace",
                                                        "--calib-samples"]), i()]),
+        ("export", lambda: ["export", "mlp", "--dla-core",  # core 0 exists
+                            pick.one([v for v in BAD_INTS if v != "0"])]),
         ("export", lambda: ["export", "mlp", pick.one(["--atol", "--rtol"]), x()]),
         ("export", lambda: ["export", "mlp", "--device", pick.one(BAD_PROFILES, f)]),
         ("export", lambda: ["export", "mlp", "--precision", pick.one(["fp64", "", "int4"])]),
         # issue 45: re-export over a folder holding the user's files; a long output name
-        ("export", lambda: ["export", pick.one(["mlp", "mlp:small", "art"], f), "-o",
+        *_weighted("export", lambda: ["export", pick.one(["mlp", "mlp:small", "art"], f), "-o",
                             f(NOT_EDGEKITS),
                             *some(["--batch", "1"], ["--opset", "17"], ["--to", "onnx"])]),
         ("export", lambda: ["export", "mlp", "-o", o(LONG)]),
         ("export", lambda: ["export", "mlp", "--device", "loihi", "-o", o("loihi")]),
         # issue 45: edited or forged manifests, bundled for a device
-        ("export", lambda: ["export", f(EDITED_ARTIFACTS), "--to", "jetson-bundle", "-o",
-                            o("bundle")]),
-        ("export", lambda: ["export", f(BAD_WIDTHS), *some(["-o", o("w")], ["--batch", "2"])]),
+        *_weighted("export", lambda: ["export", f(EDITED_ARTIFACTS), "--to", "jetson-bundle",
+                                      "-o", o("bundle")]),
+        *_weighted("export", lambda: ["export", f(BAD_WIDTHS),
+                                      *some(["-o", o("w")], ["--batch", "2"])]),
         ("validate", lambda: ["validate", pick.one(NAMES + BAD_FILES + BAD_DIRS, f)]),
         ("validate", lambda: ["validate", f(BAD_DIRS), "--against", pick.one(["nosuch", ""])]),
         ("validate", lambda: ["validate", f(BAD_DIRS), pick.one(["--atol", "--rtol"]), x()]),
-        ("validate", lambda: ["validate", f(EDITED_ARTIFACTS),
+        *_weighted("validate", lambda: ["validate", f(EDITED_ARTIFACTS),
                               *some(["--against", "reference"], ["--atol", "1e-3"],
                                     ["--json", o("v.json")])]),
         ("validate", lambda: ["validate", f(BAD_WIDTHS)]),
@@ -377,13 +387,14 @@ def _templates(pick):
         ("profile", lambda: ["profile", "mlp", pick.one(["--warmup", "--duration"]), x()]),
         ("profile", lambda: ["profile", "mlp", "--energy", pick.one(["nosuch", "", "RAPL"])]),
         # issue 45: measuring here under another device's profile; edited manifests; widths
-        ("profile", lambda: ["profile", pick.one(["mlp", "mlp:small", "art"], f), "--device",
+        *_weighted("profile", lambda: ["profile", pick.one(["mlp", "mlp:small", "art"], f),
+                                       "--device",
                              foreign(), *some(["--duration", "0.1"], ["--backend", "torch"],
                                               ["--energy", "estimate"])]),
-        ("profile", lambda: ["profile", f(EDITED_ARTIFACTS),
+        *_weighted("profile", lambda: ["profile", f(EDITED_ARTIFACTS),
                              *some(["--backend", "onnxruntime"], ["--duration", "0.1"],
                                    ["--batch", "1"])]),
-        ("profile", lambda: ["profile", f(BAD_WIDTHS), "--duration", "0.1"]),
+        *_weighted("profile", lambda: ["profile", f(BAD_WIDTHS), "--duration", "0.1"]),
         ("fleet worker", lambda: ["fleet", "worker", "127.0.0.1:1",
                                   pick.one(["--device", "--as-device"]),
                                   pick.one([foreign(), "loihi", "nosuch"])]),
@@ -398,7 +409,7 @@ def _templates(pick):
         ("compare", lambda: ["compare", "mlp", pick.one(["--json", "--csv", "--plot"]),
                              pick.one(["", "emptydir"], f)]),
         # issue 45: saved reports with NaN, infinity or a wrong type, a missing file
-        ("compare", lambda: ["compare", "--from", f(BAD_REPORTS),
+        *_weighted("compare", lambda: ["compare", "--from", f(BAD_REPORTS),
                              *some(["--from", f(["report_good.json"])],
                                    ["--json", o("merged.json")])]),
         ("compare", lambda: ["compare", f(BAD_WIDTHS), "--duration", "0.1"]),
@@ -412,7 +423,7 @@ def _templates(pick):
                               pick.one(BAD_PROFILES, f)]),
         ("simulate", lambda: ["simulate", f(BAD_WIDTHS)]),
         # issue 45: a broken calibration.json in the edgekit home
-        ("devices", lambda: (["devices", *some(["--show", "generic-x86-64-cpu"],
+        *_weighted("devices", lambda: (["devices", *some(["--show", "generic-x86-64-cpu"],
                                                ["--json", o("d.json")])],
                              {"EDGEKIT_HOME": f(HOMES)})),
         ("moe", lambda: ["moe", pick.one(["nosuch", "", "BENCH"])]),
@@ -432,8 +443,8 @@ def _templates(pick):
         ("moe verify", lambda: ["moe", "verify", f(BAD_DIRS)]),
         # issue 45: forged stores (negative offset, trace of the wrong length, a dtype lie, an
         # unreadable data file)
-        ("moe verify", lambda: ["moe", "verify", f(FORGED_STORES)]),
-        ("moe serve", lambda: ["moe", "serve", f(FORGED_STORES), *SERVE,
+        *_weighted("moe verify", lambda: ["moe", "verify", f(FORGED_STORES)]),
+        *_weighted("moe serve", lambda: ["moe", "serve", f(FORGED_STORES), *SERVE,
                                *some(["--no-prefetch"], ["--policy", "lru"])]),
         ("moe compress", lambda: ["moe", "compress", f(BAD_DIRS), "-o", o("store")]),
         ("moe compress", lambda: ["moe", "compress", f(BAD_DIRS)]),
@@ -442,11 +453,12 @@ def _templates(pick):
         ("moe compress", lambda: ["moe", "compress", f(BAD_DIRS), "-o", o("s"),
                                   pick.one(["--chunks", "--workers", "--level"]), i()]),
         # issue 45: a bad checkpoint compressed over a good store; a good one over the user's
-        ("moe compress", lambda: ["moe", "compress", f(BAD_MOE_INPUTS), "-o", f(["good.zmoe"]),
+        *_weighted("moe compress", lambda: ["moe", "compress", f(BAD_MOE_INPUTS), "-o",
+                                            f(["good.zmoe"]),
                                   *some(["--no-trace"], ["--level", "3"], ["--chunks", "2"],
                                         ["--workers", "1"])]),
-        ("moe compress", lambda: ["moe", "compress", f(["tiny"]), "-o",
-                                  f(NOT_EDGEKITS)]),
+        *_weighted("moe compress", lambda: ["moe", "compress", f(["tiny"]), "-o",
+                                  f([*NOT_EDGEKITS, "tiny"])]),  # tiny: its own input
         ("moe make-tiny", lambda: ["moe", "make-tiny", o("tiny"), "--family",
                                    pick.one(["nosuch", "", "QWEN"])]),
         ("moe make-tiny", lambda: ["moe", "make-tiny", o("tiny"), "--size",
@@ -589,6 +601,8 @@ FORMER_FAILURES: list[Case] = [
     _former("profile", ["profile", "{art_outputs}", "--duration", "0.1"]),
     _former("export", ["export", "{art_batch}", "--to", "jetson-bundle", "-o", "{out}"]),
     _former("profile", ["profile", "{art_foreign}", "--duration", "0.1"]),
+    _former("profile", ["profile", "{art_nofile}", "--duration", "0.1"]),  # found by this fuzz
+    _former("export", ["export", "{art_foreign}", "--to", "jetson-bundle", "-o", "{out}"]),
     # issue 45: internal errors on a forged store, a wrong-length trace, an unreadable file
     _former("moe verify", ["moe", "verify", "{store_negoff}"]),
     _former("moe serve", ["moe", "serve", "{store_short}", *SERVE]),
