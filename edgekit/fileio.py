@@ -142,6 +142,29 @@ def _foreign(folder: Path, written: set[str]) -> list[str]:
     return sorted(found)
 
 
+# What edgekit's staging names add around an output's own name: ``.NAME.PID-XXXXXXXX.partial``
+# (atomic_directory) and ``.NAME.XXXXXXXX.tmp`` (atomic writes of one file).
+_STAGING_CHARS = 32
+
+
+def _check_name_length(target: Path) -> None:
+    """Refuse, before any work, an output name that its staging name would take past the file
+    system's limit (NAME_MAX, usually 255 bytes), which would fail only at the end."""
+    folder = target.absolute().parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    try:
+        limit = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    name = len(os.fsencode(target.name))
+    folders = max((len(os.fsencode(part)) for part in target.parent.parts), default=0)
+    if name + _STAGING_CHARS > limit or folders > limit:
+        longest = max(name, folders)
+        raise UsageError(f"output {str(target)[:60]}...: a name of {longest} bytes is too long "
+                         f"(at most {limit - _STAGING_CHARS} here)", hint="choose a shorter -o")
+
+
 def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.PathLike[str]] = (),
                  force: bool = False) -> None:
     """Refuse an output that would destroy data: one that overlaps an input (the same path,
@@ -149,6 +172,7 @@ def check_output(path: str | os.PathLike[str], *, inputs: Iterable[str | os.Path
     write, or an existing non-empty folder that edgekit did not write or that holds anything
     besides what edgekit wrote there (both allowed with ``force``)."""
     target = Path(path)
+    _check_name_length(target)
     resolved = target.resolve()
     for item in inputs:
         source = Path(item).resolve()

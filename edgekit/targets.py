@@ -194,7 +194,7 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
-def _exists(target: str, kind: str = "any") -> bool:
+def path_exists(target: str, kind: str = "any") -> bool:
     """Whether ``target`` names a file (or any path); False for what cannot be a path at all
     (an empty string, a name too long for the file system)."""
     if not target.strip():
@@ -245,7 +245,7 @@ def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
                             "module", overrides)
     text = str(target)
     path = Path(text) if text.strip() else None
-    if path is not None and _exists(text) and path.is_dir():
+    if path is not None and path_exists(text) and path.is_dir():
         _refuse_overrides(overrides, "an artifact folder")
         from edgekit.exporters.artifact import is_artifact
 
@@ -253,7 +253,7 @@ def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
             raise UsageError(f"{path} is a folder but not an edgekit artifact (no manifest.json)")
         return ArtifactTarget(path)
     if text.endswith(".onnx"):
-        if not _exists(text, "file"):
+        if not path_exists(text, "file"):
             raise UsageError(f"ONNX file {text} does not exist")
         return OnnxFileTarget(Path(text), spec_from_onnx(text, overrides, batch), overrides)
     if text.endswith(".pt2"):
@@ -265,7 +265,7 @@ def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
         from edgekit.user_model import load_callable
 
         return _user_source(load_callable(text), "callable", overrides)
-    if text.endswith(".safetensors") or (_exists(text, "file") and not text.endswith(".py")):
+    if text.endswith(".safetensors") or (path_exists(text, "file") and not text.endswith(".py")):
         _refuse_overrides(overrides, "a checkpoint")
         model, ckpt = load_checkpoint(text)
         source = registry_source(ckpt.entry, ckpt.variant, model, ckpt)
@@ -277,8 +277,8 @@ def resolve_target(target: Any, *, inputs: Sequence[InputOverride | str] = (),
         from edgekit.user_model import load_callable
 
         return _user_source(load_callable(text), "callable", overrides)
-    elif "/" in text or text.endswith((".py", ".safetensors")) or _exists(text):
-        raise UsageError(f"{text} does not exist" if not _exists(text) else
+    elif "/" in text or text.endswith((".py", ".safetensors")) or path_exists(text):
+        raise UsageError(f"{text} does not exist" if not path_exists(text) else
                          f"{text} is not a model edgekit can read",
                          hint="give " + ", ".join(TARGET_FORMS))
     else:

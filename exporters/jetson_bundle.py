@@ -28,7 +28,7 @@ from edgekit.exporters.calibration import (
     read_calibration_cache,
     save_samples,
 )
-from edgekit.exporters.reference import REFERENCE_FILE
+from edgekit.exporters.reference import REFERENCE_FILE, check_reproduces_reference
 from edgekit.exporters.tensorrt import (
     ENGINE_FILE,
     EngineBuildConfig,
@@ -267,6 +267,7 @@ def write_jetson_bundle(artifact: Artifact, out_dir: str | Path, build: EngineBu
     commands = bundle_commands(build, ranges, dynamic, _profile_batch(ranges, m),
                                cuda_graph=cuda_graph, has_cache=cache_data is not None)
     check_onnx_model(artifact.folder / "model.onnx")
+    check_reproduces_reference(artifact)  # the graph is the model the bundle's README names
     name = artifact.source_name
     with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:
         files: dict[str, Any] = {}

@@ -290,11 +290,16 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
     Returns (artifact, ValidationReport, why the tolerance); raising nothing beyond tolerance.
     """
     from edgekit.exporters.artifact import load_artifact
-    from edgekit.exporters.validate import compare_outputs
 
     if against not in AGAINST:
         raise UsageError(f"unknown reference '{against}'", hint=f"valid: {', '.join(AGAINST)}")
-    artifact = load_artifact(folder)
+    return validate_loaded(load_artifact(folder), against, atol, rtol)
+
+
+def validate_loaded(artifact: Any, against: str = "reference", atol: float | None = None,
+                    rtol: float | None = None) -> tuple[Any, Any, str]:
+    """``validate_artifact`` on an artifact already loaded (and its files' digests checked)."""
+    folder = artifact.folder
     if REFERENCE_FILE not in artifact.manifest["files"]:
         raise UsageError(f"{folder} has no saved reference ({REFERENCE_FILE})",
                          hint="export it again with this edgekit")
@@ -329,6 +334,8 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
         with OnnxRuntimeRunner(onnx_file, threads=1) as runner:
             expected = runner.infer(reference.inputs)
         label = "ONNX Runtime (CPU) on the engine's ONNX model"
+    from edgekit.exporters.validate import compare_outputs
+
     converted = artifact.manifest.get("precision", "fp32")
     if (artifact.format == "onnx" and converted != "fp32" and against == "reference"
             and why != "given"):
@@ -347,3 +354,23 @@ def validate_artifact(folder: str | Path, against: str = "reference", atol: floa
                              scale_small=(why == "the export's tolerance"
                                           and artifact.format == "onnx"))  # FP32 ONNX, default
     return artifact, report, why
+
+
+def check_reproduces_reference(artifact: Any) -> None:
+    """An ONNX artifact's graph gives its saved reference outputs, at the tolerance validate uses:
+    the manifest's digests prove the files are the ones it lists, not that the graph is the model
+    it names (a graph of the same interface from another model, rehashed into the manifest, passes
+    them). One inference on one thread; engines are left to ``edgekit validate`` (a GPU)."""
+    if artifact.format != "onnx":
+        return
+    if REFERENCE_FILE not in artifact.manifest["files"]:  # every ONNX export saves one
+        raise UsageError(f"{artifact.folder}: its manifest lists no {REFERENCE_FILE}, so nothing "
+                         f"shows that {artifact.manifest['model_file']} is the model it names",
+                         hint="export it again with this edgekit")
+    _, report, _ = validate_loaded(artifact)
+    wrong = [o for o in report.outputs if o.shape != o.reference_shape or o.mismatched]
+    if wrong:
+        raise UsageError(f"{artifact.folder}: {artifact.manifest['model_file']} does not give the "
+                         f"saved reference outputs ({wrong[0].line()[4:]}): it is not the model "
+                         f"its manifest names", hint="export it again; 'edgekit validate' shows "
+                                                     "every output")

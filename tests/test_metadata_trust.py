@@ -130,15 +130,11 @@ def test_a_resigned_manifest_is_checked_against_its_onnx_graph(artifact, tmp_pat
     assert not (tmp_path / "b").exists()
 
 
-def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
-    """Issue 45: another export's model.onnx, rehashed into the manifest, was profiled under
-    the manifest's name; one of another interface (here batch 2) no longer is. (A graph of the
-    very same interface from another model is not caught by this check.)"""
-    from edgekit.exporters import export_onnx
+def _with_graph_of(artifact, tmp_path, other):
+    """A copy of ``artifact`` holding ``other``'s model.onnx, rehashed into the manifest and the
+    manifest re-signed, as a forger would."""
     from edgekit.exporters.artifact import file_record, manifest_digest
-    from edgekit.targets import load_model_source
 
-    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other", batch=2).folder
     bad = tmp_path / "bad"
     shutil.copytree(artifact, bad)
     shutil.copyfile(other / "model.onnx", bad / "model.onnx")
@@ -146,9 +142,50 @@ def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
     manifest["files"]["model.onnx"] = file_record(bad / "model.onnx")
     manifest["manifest_sha256"] = manifest_digest(manifest)
     (bad / "manifest.json").write_text(json.dumps(manifest))
+    return bad
+
+
+def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
+    """Issue 45: another export's model.onnx, rehashed into the manifest, was profiled under
+    the manifest's name; one of another interface (here batch 2) no longer is."""
+    from edgekit.exporters import export_onnx
+    from edgekit.targets import load_model_source
+
+    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other", batch=2).folder
+    bad = _with_graph_of(artifact, tmp_path, other)
     line = _one_line_error(_run("profile", str(bad), "--backend", "onnxruntime",
                                 "--duration", "0.1"))
     assert "field 'inputs' says input [1, 1, 8, 8], but model.onnx has input [2, 1, 8, 8]" in line
+
+
+def test_another_model_of_the_same_interface_is_refused_by_profile(artifact, tmp_path):
+    """Issue 45: a graph of the very same interface from another model (other weights), rehashed
+    into the manifest, passes every digest and the interface check; validate refused it (it runs
+    the saved reference) but profile measured it under the manifest's name. Profile now runs the
+    reference once too."""
+    import torch
+
+    from edgekit import create_model
+    from edgekit.checkpoint import save_checkpoint
+    from edgekit.exporters import export_onnx
+    from edgekit.targets import load_model_source
+
+    model = create_model("mlp:small")
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(-1.5)
+    save_checkpoint(model, tmp_path / "other.safetensors")
+    other = export_onnx(load_model_source(str(tmp_path / "other.safetensors")),
+                        tmp_path / "other").folder
+    bad = _with_graph_of(artifact, tmp_path, other)
+    assert "differ from saved PyTorch FP32 reference" in _run("validate", str(bad)).output
+    line = _one_line_error(_run("profile", str(bad), "--backend", "onnxruntime",
+                                "--duration", "0.1"))
+    assert f"{bad}: model.onnx does not give the saved reference outputs" in line
+    assert "it is not the model its manifest names" in line
+    # the artifact as exported still profiles
+    assert _run("profile", str(artifact), "--backend", "onnxruntime", "--duration",
+                "0.1").exit_code == 0
 
 
 # -- ZipMoE store ----------------------------------------------------------------------------

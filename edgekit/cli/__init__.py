@@ -8,10 +8,12 @@ only with ``--debug``. Anything else is a bug in edgekit: it too becomes one lin
 (``INTERNAL_ERROR_EXIT``). Ctrl-C (or a SIGTERM the command turns into one), at any point from
 start-up on, prints ``edgekit: interrupted`` and exits 130; a SIGTERM that a command turns into
 ``Terminated`` (``edgekit astra run``, which must stop its ranks) prints ``edgekit: terminated``
-and exits 143.
+and exits 143. A path too long for the file system (``ENAMETOOLONG``, wherever it is first
+opened) is the user's input, not a bug: one line naming it, exit code 2.
 """
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 import traceback
@@ -51,6 +53,17 @@ def _internal_error(exc: BaseException) -> NoReturn:
     click.echo(f"edgekit: error: internal error: {what} (please report it; run with --debug "
                "for the traceback)", err=True)
     sys.exit(INTERNAL_ERROR_EXIT)
+
+
+def _unexpected(exc: Exception) -> NoReturn:
+    """A name too long for the file system came from the user; anything else is a bug."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENAMETOOLONG:
+        name = str(exc.filename or "")
+        shown = name if len(name) <= 80 else f"{name[:40]}...{name[-20:]} ({len(name)} characters)"
+        click.echo(f"edgekit: error: {shown or 'a path'}: file name too long for the file system",
+                   err=True)
+        sys.exit(EdgekitError.exit_code)
+    _internal_error(exc)
 # edgekit.cli.<name> defines the command <name>.
 _COMMANDS = ("devices", "models", "datasets", "train", "export", "validate", "profile",
              "estimate", "compare", "simulate", "fleet", "report", "tour")
@@ -89,7 +102,7 @@ class _Group(click.Group):
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
             raise  # click's own ways out: it prints them (if anything) and sets the code
         except Exception as exc:
-            _internal_error(exc)
+            _unexpected(exc)
 
     def main(self, args: Any = None, prog_name: str | None = None,  # type: ignore[override]
              complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
@@ -110,7 +123,7 @@ class _Group(click.Group):
         except KeyboardInterrupt as exc:
             _interrupted(exc)
         except Exception as exc:
-            _internal_error(exc)
+            _unexpected(exc)
         # non-standalone main returns the exit code of ctx.exit(), else the command's value
         sys.exit(code if isinstance(code, int) else 0)
 

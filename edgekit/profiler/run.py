@@ -151,6 +151,10 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
     if batch_range is None and isinstance(fixed, int) and fixed != settings.batch:
         raise UsageError(f"{folder} was exported for batch {fixed}, not {settings.batch}",
                          hint="re-export with --dynamic-batch or --batch N")
+    if not exported:  # an export made for this run was validated a moment ago
+        from edgekit.exporters.reference import check_reproduces_reference
+
+        check_reproduces_reference(artifact)
     options = _options(settings, threads)
     size_source = spec.file_label + (" (exported for this run, validated)" if exported else "")
     if convert:  # an ONNX artifact the backend builds its own format from (an engine)

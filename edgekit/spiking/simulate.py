@@ -28,7 +28,13 @@ from edgekit.registry import all_names, split_name
 from edgekit.spiking.counting import COUNTER_SOURCE, count, spike_total
 from edgekit.spiking.energy import horowitz_45nm, neuromorphic, spikingjelly_simple
 from edgekit.spiking.layers import MultiStepNet, check_timesteps, is_spiking
-from edgekit.targets import ModelSource, is_registry_name, load_model_source, registry_source
+from edgekit.targets import (
+    ModelSource,
+    is_registry_name,
+    load_model_source,
+    path_exists,
+    registry_source,
+)
 
 DEFAULT_CHIP = "loihi"
 
@@ -68,9 +74,9 @@ def load_spiking_source(model: str, checkpoint: str | None = None,
     rebuilds a registry net for another T (the weights do not depend on T).
     """
     if checkpoint is None and not model.endswith(".safetensors") \
-            and not is_registry_name(model) and not Path(model).is_file():
+            and not is_registry_name(model) and not path_exists(model, "file"):
         return _user_spiking_source(model, timesteps, inputs)
-    if checkpoint is None and (model.endswith(".safetensors") or Path(model).is_file()):
+    if checkpoint is None and (model.endswith(".safetensors") or path_exists(model, "file")):
         checkpoint, model = model, read_checkpoint(model).model_name
     entry, variant = split_name(model)
     name = model

@@ -11,7 +11,8 @@ SIGTERM to the launcher is handled like Ctrl-C: it raises ``Terminated`` (a Keyb
 the ranks are stopped and the ``edgekit-astra-*`` temporary folder removed before the CLI exits
 143; while a rank is being started it (and Ctrl-C) waits until that rank is recorded. A rank that
 is still running when its peers gave up on it (stopped with SIGSTOP, or stuck) is named first after
-any rank that failed on its own: it is what the others waited for.
+any rank that failed on its own: it is what the others waited for. SIGKILL to the launcher ends its
+ranks too (``lifeline``), and the next launcher removes the folder it left (``workdir``).
 """
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ import os
 import signal
 import socket
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,9 @@ from typing import Any
 from edgekit.errors import EdgekitError, Terminated
 from edgekit.fileio import read_json_object
 from edgekit.interpreter import module_command
+from edgekit.methods.astra.runtime.lifeline import LAUNCHER_PID_ENV
 from edgekit.methods.astra.runtime.spec import RunSpec
+from edgekit.methods.astra.runtime.workdir import launcher_workdir
 
 _POLL_S = 0.05
 _REPORT_GRACE_S = 3.0  # how long peers get to write their own error after one rank fails
@@ -172,8 +174,7 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
     forwards = (len(spec.modes) + len(spec.astra_groups)) * (
         spec.warmup + spec.reps * len(spec.links))
     limit = deadline_s or _START_GRACE_S + spec.timeout_s * forwards
-    with _sigterm_interrupts(), tempfile.TemporaryDirectory(prefix="edgekit-astra-") as tmp:
-        workdir = Path(tmp)
+    with _sigterm_interrupts(), launcher_workdir() as workdir:
         result = workdir / "result.json"
         port = free_port()
         argv = module_command("edgekit.methods.astra.runtime.worker", *spec.argv(),
@@ -185,7 +186,8 @@ def launch(spec: RunSpec, world_size: int, deadline_s: float | None = None,
                 env = dict(os.environ, PYTHONPATH=_pythonpath(), RANK=str(rank),
                            LOCAL_RANK=str(rank), WORLD_SIZE=str(world_size),
                            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-                           OMP_NUM_THREADS=str(spec.threads))
+                           OMP_NUM_THREADS=str(spec.threads),
+                           **{LAUNCHER_PID_ENV: str(os.getpid())})
                 # rank 0's output is the progress; the others' would only repeat it
                 with _signals_held():
                     procs.append(subprocess.Popen(

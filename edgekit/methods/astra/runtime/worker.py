@@ -27,6 +27,7 @@ from edgekit.fileio import atomic_write_json
 from edgekit.methods.astra.runtime.all_modes import make_mode
 from edgekit.methods.astra.runtime.collectives import Comm
 from edgekit.methods.astra.runtime.group import backend, join, leave, parse_fault, staged
+from edgekit.methods.astra.runtime.lifeline import bind_to_launcher
 from edgekit.methods.astra.runtime.link import LinkSpec
 from edgekit.methods.astra.runtime.models import build_model, example_images
 from edgekit.methods.astra.runtime.spec import RunSpec, spec_from_options, spec_options
@@ -181,6 +182,7 @@ def _fail(rank: str, workdir: str | None, exc: BaseException, timeout_s: float) 
               help="Report with provenance (rank 0), for runs under torchrun.")
 def main(workdir: str | None, result: str | None, json_path: str | None, **options: Any) -> None:
     """One rank of an ASTRA runtime run (see the module docstring)."""
+    bind_to_launcher()  # a launcher killed with SIGKILL takes this rank with it
     rank = os.environ.get("RANK", "?")
     timeout_s = options.get("timeout_s", 60.0)
     try:
