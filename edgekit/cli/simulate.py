@@ -21,6 +21,7 @@ from edgekit.cli.common import (
     input_option,
     write_json,
 )
+from edgekit.errors import CheckFailed
 from edgekit.inputs import parse_inputs
 from edgekit.provenance import report_document
 from edgekit.spiking.plot import plot_simulation
@@ -88,6 +89,38 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
     return table, notes
 
 
+def render_target(report: dict[str, Any]) -> Table:
+    target = report["target"]
+    verdict = "fits" if target["fits"] else "does not fit"
+    table = Table(title=f"{report['model']} on {target['display_name']}: {verdict}",
+                  box=box.SIMPLE_HEAD)
+    for column in ("check", "net needs", "chip offers", "", "what to change"):
+        table.add_column(column)
+    for check in target["checks"]:
+        table.add_row(check["rule"], escape(check["need"]), escape(check["limit"]),
+                      "ok" if check["ok"] else "[red]no[/red]",
+                      "" if check["ok"] else escape(check["change"]))
+    return table
+
+
+def _target_lines(report: dict[str, Any]) -> list[str]:
+    fixed, energy = report["fixed_point"], report["energy"]
+    if fixed is None:
+        return ["fixed point: not run (the net does not fit the chip)"]
+    lines = [f"fixed point ({fixed['weight_bits']}-bit weights, {fixed['state_bits']}-bit "
+             f"state, {report['samples']} samples, {report['inputs']}): spike agreement "
+             f"{fixed['spike_agreement'] * 100:.2f} %, same predictions "
+             f"{fixed['same_predictions']}/{fixed['samples']}"]
+    if fixed["float_correct"] is not None:
+        lines.append(f"accuracy: float {fixed['float_correct'] / fixed['samples'] * 100:.2f} %,"
+                     f" fixed point {fixed['fixed_correct'] / fixed['samples'] * 100:.2f} %")
+    joules = energy["energy_j"]
+    lines.append(f"energy per inference (estimate): "
+                 + (f"{_joules(joules)} µJ" if joules is not None else "not estimated")
+                 + f"; {energy['synaptic_ops']:.4g} synaptic ops. {energy['note']}")
+    return lines
+
+
 @click.command("simulate")
 @click.argument("model")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),
@@ -98,6 +131,8 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
 @click.option("--device", help="Device profile the profiler runs on (default: the detected one).")
 @click.option("--chip", default="loihi", show_default=True,
               help="Neuromorphic device profile whose cost table prices the events.")
+@click.option("--target", help="A neuromorphic chip to fit the net to (loihi2, speck, "
+              "xylo-audio2, xylo-imu): its limits, the net in the chip's fixed point, energy.")
 @click.option("--duration", type=SECONDS, default=1.0, show_default=True,
               help="Timed seconds of the profiler run.")
 @click.option("--threads", type=THREADS,
@@ -110,7 +145,7 @@ def render_energy(report: dict[str, Any]) -> tuple[Table, list[str]]:
               help="Write the report as JSON.")
 @input_option
 def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | None,
-             device: str | None, chip: str, duration: float, threads: int | None,
+             device: str | None, chip: str, target: str | None, duration: float, threads: int | None,
              no_profile: bool, data: str | None,
              plot_path: str | None, json_path: str | None, inputs: tuple[str, ...]) -> None:
     """Simulate a spiking net: firing rates, operations, energy.
@@ -121,11 +156,19 @@ def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | 
     inference on --device. MODEL is a built-in spiking net or its checkpoint, or your own
     spiking module (file.py:callable returning an edgekit MultiStepNet), run on --data FILE.npz
     (its input's array and labels) or else on random example inputs.
+
+    \b
+    With --target CHIP: whether the net fits the chip (each published limit, and what to change
+    where it does not), its spikes and accuracy in the chip's integer widths, and an energy
+    estimate; exits 1 when it does not fit.
     """
     settings = SimulateSettings(samples=samples, timesteps=timesteps, chip=chip, device=device,
                                 profile_device=not no_profile, duration_s=duration,
                                 threads=threads, data=data)
     source = load_spiking_source(model, checkpoint, timesteps, inputs=parse_inputs(inputs))
+    if target is not None:
+        _simulate_on_target(source, target, settings, json_path)
+        return
     with console.status(f"simulating {source.name}..."):
         report = run_simulation(source, settings)
     console.print(render_layers(report))
@@ -145,3 +188,18 @@ def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | 
         plot_simulation(report, plot_path)
         err_console.print(f"[dim]wrote {plot_path}[/dim]")
     write_json(json_path, report_document("simulate", report))
+
+
+def _simulate_on_target(source: Any, target: str, settings: SimulateSettings,
+                        json_path: str | None) -> None:
+    from edgekit.neuromorphic.target import simulate_on_target
+
+    with console.status(f"fitting {source.name} to {target}..."):
+        report = simulate_on_target(source, target, settings)
+    console.print(render_target(report))
+    for line in _target_lines(report):
+        console.print(f"  {escape(line)}", highlight=False)
+    write_json(json_path, report_document("simulate", report))
+    if not report["target"]["fits"]:
+        failed = [c["rule"] for c in report["target"]["checks"] if not c["ok"]]
+        raise CheckFailed(f"{source.name} does not fit {target}: {', '.join(failed)}")

@@ -17,6 +17,7 @@ from abc import ABCMeta, abstractmethod
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from edgekit.errors import UsageError
@@ -28,9 +29,10 @@ from edgekit.spiking.lean_neurons import lean_neurons
 def _register_operators_quietly(neuron_module: Any) -> None:
     """torch logs one warning per missing Triton when SpikingJelly registers its operators (on a
     neuron's first step); a CPU machine without Triton is the normal case, not something to warn
-    about. One step of a LIF neuron registers them, silenced."""
+    about. One step of a LIF and of an IF neuron registers them, silenced."""
     with quiet("torch._library.triton", stdout=False, warn=False):
         neuron_module.LIFNode(step_mode="m")(torch.zeros(1, 1))
+        neuron_module.IFNode(v_reset=None, step_mode="m")(torch.zeros(1, 1))
 
 
 # Imported on first use, so registering a spiking model works without SpikingJelly installed and
@@ -53,6 +55,13 @@ def lif() -> neuron.LIFNode:
                           surrogate_function=surrogate.ATan(), detach_reset=True, step_mode="m")
 
 
+def iaf() -> neuron.IFNode:
+    """Integrate-and-fire without leak, subtractive reset (``v_reset=None``): the neuron of
+    SynSense's DYNAP-CNN cores (sinabs's ``IAF`` with ``MembraneSubtract``), multi-step."""
+    return neuron.IFNode(v_threshold=V_THRESHOLD, v_reset=None,
+                         surrogate_function=surrogate.ATan(), detach_reset=True, step_mode="m")
+
+
 def activation(kind: str) -> nn.Module:
     """``"lif"`` (spiking) or ``"relu"`` (the non-spiking twin of the same net)."""
     if kind == "lif":
@@ -71,6 +80,21 @@ def conv(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1,
 
 def bn(channels: int) -> layer.BatchNorm2d:
     return layer.BatchNorm2d(channels, step_mode="m")
+
+
+class SumPool2d(nn.Module):
+    """Multi-step 2D sum pooling ([T, B, C, H, W]), the pooling of DYNAP-CNN cores (sinabs's
+    ``SumPool2d``, which it stands in for without sinabs's dependencies): the average times the
+    window's area."""
+
+    def __init__(self, kernel: int) -> None:
+        super().__init__()
+        self.kernel_size = kernel
+
+    def forward(self, x_seq: torch.Tensor) -> torch.Tensor:
+        T, B = x_seq.shape[:2]
+        pooled = F.avg_pool2d(x_seq.flatten(0, 1), self.kernel_size) * self.kernel_size ** 2
+        return pooled.unflatten(0, (T, B))
 
 
 def is_spiking(model: nn.Module) -> bool:

@@ -135,7 +135,7 @@ def _device(name: str | None) -> DeviceProfile:
     return device
 
 
-def _inputs(source: ModelSource,
+def simulation_inputs(source: ModelSource,
             settings: SimulateSettings) -> tuple[np.ndarray, np.ndarray | None, str]:
     """The samples to run: the entry's test split (or ``--data``); for a user's module, the
     user's ``--data`` (the input's array, ``labels`` if there) or else its example inputs."""
@@ -192,7 +192,7 @@ def simulate(source: ModelSource,
     chip = _chip(settings.chip)
     device = _device(settings.device) if settings.profile_device else None
     model = source.model.eval()
-    x, y, data_name = _inputs(source, settings)
+    x, y, data_name = simulation_inputs(source, settings)
     batches = [torch.from_numpy(x[i:i + settings.batch_size])
                for i in range(0, len(x), settings.batch_size)]
     counts, outputs = count(model, batches)

@@ -4,6 +4,20 @@ conv (with bias) -> LIF -> 2x2 average pool, twice, then flatten -> linear -> LI
 BatchNorm, residual or product: each layer maps to one NIR node (Conv2d, LIF, AvgPool2d,
 Flatten, Affine), so a NIR simulator runs exactly this net. The output layer is a plain linear
 readout whose values are averaged over the T steps (rate decoding).
+
+Two variants fit neuromorphic chips (``edgekit simulate --target``, docs/neuromorphic.md):
+
+- ``spiking-cnn:speck``: what SynSense's DYNAP-CNN cores run (sinabs's ``DynapcnnLayer``: conv ->
+  integrate-and-fire -> sum pool): IAF neurons with subtractive reset, 2x2 sum pooling, a spiking
+  readout, and inputs as events (each pixel's intensity 0..16 of the original digits sent as
+  0..4 events per step);
+- ``spiking-cnn:xylo``: a dense net within Xylo's 16 inputs and a few hundred hidden neurons (the
+  rules of Rockpool's Xylo mapper): the image summed over 2x2 blocks on the host (16 input
+  channels, as Xylo's audio front end hands the core 16 channels), then linear -> LIF -> linear ->
+  LIF, spiking readout.
+
+A spiking readout's output is the spike count over T, scaled by ``READOUT_SCALE`` so that
+cross-entropy sees logits of a useful range (the argmax, hence the prediction, is the count's).
 """
 from __future__ import annotations
 
@@ -11,34 +25,75 @@ import math
 from collections.abc import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from edgekit.data import DIGITS
+from edgekit.errors import UsageError
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
-from edgekit.spiking.layers import MultiStepNet, layer, lif
+from edgekit.spiking.layers import MultiStepNet, SumPool2d, iaf, layer, lif
+
+NEURONS = ("lif", "iaf")
+POOLS = ("avg", "sum")
+READOUTS = ("linear", "spiking")
+ENCODINGS = ("direct", "events")
+EVENTS_PER_STEP = 4  # the events' encoding: a pixel of intensity 1.0 sends 4 events per step
+READOUT_SCALE = 8.0
+
+
+def _choice(name: str, value: str, valid: tuple[str, ...]) -> str:
+    if value not in valid:
+        raise UsageError(f"spiking-cnn: {name} must be one of {', '.join(valid)}, got {value!r}")
+    return value
 
 
 class SpikingCNN(MultiStepNet):
     def __init__(self, T: int = 4, in_channels: int = 1, num_classes: int = 10,
-                 input_size: int = 8, channels: Sequence[int] = (16, 32), hidden: int = 64) -> None:
+                 input_size: int = 8, channels: Sequence[int] = (16, 32), hidden: int = 64,
+                 neuron: str = "lif", pool: str = "avg", readout: str = "linear",
+                 encoding: str = "direct", input_pool: int = 1) -> None:
         super().__init__(T, (in_channels, input_size, input_size))
+        spiking = {"lif": lif, "iaf": iaf}[_choice("neuron", neuron, NEURONS)]
+        self.readout = _choice("readout", readout, READOUTS)
+        self.encoding = _choice("encoding", encoding, ENCODINGS)
+        if input_pool < 1 or input_size % input_pool:
+            raise UsageError(f"spiking-cnn: input_pool must divide input_size {input_size}, "
+                             f"got {input_pool}")
+        self.input_pool = input_pool
         blocks: list[nn.Module] = []
-        cin, side = in_channels, input_size
+        cin, side = in_channels, input_size // input_pool
         for cout in channels:
-            blocks += [layer.Conv2d(cin, cout, 3, padding=1, bias=True, step_mode="m"), lif(),
-                       layer.AvgPool2d(2, 2, step_mode="m")]
+            pooling = (layer.AvgPool2d(2, 2, step_mode="m")
+                       if _choice("pool", pool, POOLS) == "avg" else SumPool2d(2))
+            blocks += [layer.Conv2d(cin, cout, 3, padding=1, bias=True, step_mode="m"), spiking(),
+                       pooling]
             cin, side = cout, side // 2
         blocks += [layer.Flatten(step_mode="m"),  # [T, B, C*H*W]
-                   layer.Linear(cin * side * side, hidden, step_mode="m"), lif(),
+                   layer.Linear(cin * side * side, hidden, step_mode="m"), spiking(),
                    layer.Linear(hidden, num_classes, step_mode="m")]
+        if self.readout == "spiking":
+            blocks.append(spiking())
         self.body = nn.Sequential(*blocks)
         for m in self.body.modules():  # He init doubled: without BatchNorm the default init
             if isinstance(m, (nn.Conv2d, nn.Linear)):  # leaves every neuron below threshold
                 nn.init.normal_(m.weight, std=2.0 * math.sqrt(2.0 / m.weight[0].numel()))
                 nn.init.zeros_(m.bias)
 
+    def encode(self, x: torch.Tensor) -> torch.Tensor:
+        """Direct encoding, or events: the (host-side) sum over ``input_pool`` blocks, then each
+        value in [0, 1] as ``round(value * EVENTS_PER_STEP)`` events at every step."""
+        x_seq = super().encode(x)
+        if self.input_pool > 1:
+            T, B = x_seq.shape[:2]
+            x_seq = (F.avg_pool2d(x_seq.flatten(0, 1), self.input_pool) * self.input_pool ** 2
+                     ).unflatten(0, (T, B))
+        if self.encoding == "events":
+            x_seq = torch.round(x_seq * EVENTS_PER_STEP)
+        return x_seq
+
     def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:
-        return self.body(x_seq)  # [T, B, C, H, W] -> [T, B, classes]
+        out = self.body(x_seq)  # [T, B, C, H, W] -> [T, B, classes]
+        return out * READOUT_SCALE if self.readout == "spiking" else out
 
 
 register_model(ModelEntry(
@@ -46,9 +101,17 @@ register_model(ModelEntry(
     family="spiking",
     builder=SpikingCNN,
     config={"T": 4, "in_channels": 1, "num_classes": 10, "input_size": 8, "channels": (16, 32),
-            "hidden": 64},
+            "hidden": 64, "neuron": "lif", "pool": "avg", "readout": "linear",
+            "encoding": "direct", "input_pool": 1},
+    variants={
+        "speck": {"T": 8, "neuron": "iaf", "pool": "sum", "readout": "spiking",
+                  "encoding": "events"},
+        "xylo": {"T": 8, "channels": (), "hidden": 128, "input_pool": 2, "readout": "spiking",
+                 "encoding": "events"},
+    },
     task=DIGITS.task,
-    description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4",
+    description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4; "
+                "variants for Speck (IAF, sum pool) and Xylo (dense, 16 inputs)",
     export=ExportSettings(),
     train=TrainSettings(epochs=40, batch_size=64, lr=3e-3, weight_decay=1e-4),
     spiking=True,
