@@ -15,8 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST_SCHEMA, ExportResult, file_record, write_manifest
-from edgekit.exporters.onnx import io_records
+from edgekit.exporters.artifact import (
+    MANIFEST_SCHEMA,
+    ExportResult,
+    file_record,
+    io_records,
+    write_manifest,
+)
 from edgekit.exporters.reference import (
     DYNAMIC_VALIDATION_BATCHES,
     REFERENCE_FILE,
@@ -63,7 +68,7 @@ def _copy_model(source: Path, staging: Path) -> tuple[list[str], bool]:
 
 
 def _run(path: Path, feed: dict[str, np.ndarray], optimize: bool) -> dict[str, np.ndarray]:
-    from edgekit.backends import make_session
+    from edgekit.backends.onnxruntime_backend import make_session
 
     session = make_session(path, threads=1, optimize=optimize)
     names = [o.name for o in session.get_outputs()]

@@ -134,11 +134,12 @@ def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
     """Issue 45: another export's model.onnx, rehashed into the manifest, was profiled under
     the manifest's name; one of another interface (here batch 2) no longer is. (A graph of the
     very same interface from another model is not caught by this check.)"""
-    from edgekit.exporters import export_onnx
+    from edgekit.exporters import OnnxOptions, export_onnx
     from edgekit.exporters.artifact import file_record, manifest_digest
     from edgekit.targets import load_model_source
 
-    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other", batch=2).folder
+    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other",
+                        OnnxOptions(batch=2)).folder
     bad = tmp_path / "bad"
     shutil.copytree(artifact, bad)
     shutil.copyfile(other / "model.onnx", bad / "model.onnx")

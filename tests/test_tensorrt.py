@@ -479,7 +479,7 @@ class _PhasedRunner(Runner):
 def test_profiler_reports_phases_of_the_timed_iterations():
     from rich.console import Console
 
-    from edgekit.cli.profile import render_profile
+    from edgekit.cli.profile_table import render_profile
     from edgekit.profiler import run as run_module
     from edgekit.profiler.timing import TimingPlan
     from edgekit.targets import ArtifactTarget
@@ -513,13 +513,20 @@ def test_profiler_reports_phases_of_the_timed_iterations():
 @pytest.mark.gpu
 @gpu
 def test_engine_build_validate_profile_on_gpu(tmp_path):
-    from edgekit.exporters import export_onnx, export_tensorrt, load_artifact, validate_artifact
+    from edgekit.exporters import (
+        OnnxOptions,
+        export_onnx,
+        export_tensorrt,
+        load_artifact,
+        validate_artifact,
+    )
     from edgekit.exporters.calibration import samples_for_artifact
     from edgekit.profiler.run import profile
     from edgekit.profiler.timing import TimingPlan
     from edgekit.targets import load_model_source
 
-    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "onnx", dynamic_batch=True)
+    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "onnx",
+                OnnxOptions(dynamic_batch=True))
     onnx = load_artifact(tmp_path / "onnx")
     ranges = shape_ranges(["input:1x1x8x8"], ["input:4x1x8x8"], ["input:16x1x8x8"])
     for precision in ("fp32", "fp16", "int8"):

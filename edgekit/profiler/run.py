@@ -23,9 +23,9 @@ from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_
 from edgekit.energy import EnergyMeter, open_meter
 from edgekit.energy.select import sysfs_root
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.exporters import export_onnx, load_artifact
+from edgekit.exporters import OnnxOptions, export_onnx, load_artifact
 from edgekit.flops import model_cost
-from edgekit.inputs import InputOverride
+from edgekit.inputs import InputOverride, check_batch
 from edgekit.profiler.memory import PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
@@ -64,8 +64,7 @@ class ProfileSettings:
         if self.cuda_graph and "cuda_graph" not in spec.options:
             takers = " or ".join(s.name for s in backends if "cuda_graph" in s.options)
             raise UsageError(f"--cuda-graph applies to --backend {takers}")
-        if self.batch < 1:
-            raise UsageError(f"--batch must be at least 1, got {self.batch}")
+        check_batch(self.batch)
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.threads}")
         if self.as_device and self.device is None:
@@ -196,8 +195,8 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
     spec = get_backend(settings.backend)
     cost = model_cost(source.model, source.example_inputs(batch=1))
     if spec.open_module is None:  # the backend runs an artifact: export one and load that
-        result = export_onnx(source, workdir / "artifact", batch=settings.batch,
-                             device=settings.device)
+        result = export_onnx(source, workdir / "artifact",
+                             OnnxOptions(batch=settings.batch, device=settings.device))
         prepared = _from_artifact(result.folder, settings, threads, workdir, exported=True)
         return replace(prepared, name=source.name, source=source.record(),
                        flops_per_sample=cost.flops_per_sample, params=cost.params)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edgekit.backends.tensorrt_backend import (
+from edgekit.backends.tensorrt_runner import (
     require_cuda_gpu,
     require_tensorrt,
     tensorrt_version_tuple,

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edgekit.backends.tensorrt_backend import require_cuda_gpu, require_tensorrt
+from edgekit.backends.tensorrt_runner import require_cuda_gpu, require_tensorrt
 from edgekit.errors import UsageError
 from edgekit.exporters.artifact import MANIFEST_SCHEMA, Artifact, file_record, write_manifest
 from edgekit.exporters.calibration import (

@@ -13,7 +13,7 @@ from edgekit.exporters.validate import ValidationReport, compare_outputs
 
 def validate_engine(engine_path: Path, artifact: Artifact, ranges: Sequence[ShapeRange],
                      atol: float, rtol: float) -> tuple[ValidationReport | None, str | None]:
-    from edgekit.backends.tensorrt_backend import TensorRTRunner
+    from edgekit.backends.tensorrt_runner import TensorRTRunner
 
     ref_path = artifact.folder / REFERENCE_FILE
     if not ref_path.is_file():
