@@ -21,6 +21,7 @@ from edgekit.energy.registry import get_meter, list_meters, register_meter
 from edgekit.errors import (
     MissingDependencyError,
     ProfileError,
+    ProfileWarning,
     SensorError,
     UnknownNameError,
     UsageError,
@@ -35,14 +36,15 @@ from edgekit.precisions import (
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import (
+    detect_profile,
     list_profiles,
     load_profile,
     profile_names,
     profile_source,
     user_profile_dir,
 )
+from edgekit.profiles.device_profile import SENSOR_KINDS
 from edgekit.profiles.loader import PROFILE_DIR
-from edgekit.profiles.schema import SENSOR_KINDS
 from edgekit.registry import get_entry, list_models, register_model
 
 DATASETS = list_datasets()
@@ -207,32 +209,44 @@ def test_a_user_profile_is_listed_with_its_source_by_edgekit_devices(tmp_path):
     ("name = [unclosed", "invalid TOML"),
     ('name = "broken"\nkind = "jetson"\ncolour = "red"\n', "colour"),
 ])
-def test_a_malformed_user_profile_is_refused_naming_its_file(text, problem):
+def test_a_malformed_user_profile_is_left_out_with_a_warning_naming_it(text, problem):
     path = user_profile_dir() / "broken.toml"
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    with pytest.raises(ProfileError, match=problem) as info:
-        list_profiles()
-    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    _user_copy("jetson-nano", "lab-nano")  # a good user profile beside it still counts
+    with pytest.warns(ProfileWarning, match=problem) as caught:
+        names = [p.name for p in list_profiles()]
+    assert "broken" not in names and {"lab-nano", "jetson-nano"} <= set(names)
+    (warning,) = caught
+    assert str(path) in str(warning.message) and "\n" not in str(warning.message)
+    with pytest.warns(ProfileWarning):
+        detect_profile()  # detection goes on without it
+    with pytest.raises(ProfileError, match=problem):  # asked for by name, it is an error
+        load_profile("broken")
 
 
-def test_a_malformed_user_profile_is_one_line_from_the_cli():
+def test_a_malformed_user_profile_is_one_warning_line_from_the_cli():
     path = user_profile_dir() / "broken.toml"
     path.parent.mkdir(parents=True)
     path.write_text("name = [unclosed")
     proc = _edgekit("devices")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert lines[0].startswith("edgekit: error:") and str(path) in lines[0]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("edgekit: warning:") and str(path) in lines[0]
+    assert "invalid TOML" in lines[0] and "* detected:" in proc.stdout
+    proc = _edgekit("devices", "--show", "broken")
+    assert proc.returncode == 2 and str(path) in proc.stderr
 
 
 def test_a_user_profile_may_not_shadow_a_packaged_one():
     path = _user_copy("jetson-nano", "jetson-nano")
-    for call in (list_profiles, lambda: load_profile("jetson-nano")):
-        with pytest.raises(ProfileError, match="would shadow") as info:
-            call()
-        assert str(path) in str(info.value)
-        assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)
+    with pytest.raises(ProfileError, match="would shadow") as info:
+        load_profile("jetson-nano")
+    assert str(path) in str(info.value)
+    assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)
+    with pytest.warns(ProfileWarning, match="would shadow"):  # listed: the packaged one
+        listed = [p for p in list_profiles() if p.name == "jetson-nano"]
+    assert [p.path for p in listed] == [PROFILE_DIR / "jetson-nano.toml"]
 
 
 # --- the one registry type behind them all ----------------------------------------------------
