@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -82,6 +83,34 @@ def test_every_precision_is_known_to_the_profile_schema_and_calibration(precisio
     else:
         assert isinstance(getattr(torch, precision.torch_dtype), torch.dtype)
         assert _skip_reason(precision.name, "cuda") is None
+
+
+def test_a_precision_registered_after_import_reaches_every_reader(tmp_path):
+    """The name lists are read when asked: a precision a plugin registers after the profile
+    loader, the engine config and the trtexec command lines were imported is known to all of
+    them (in a process of its own: the registry cannot forget a name)."""
+    board = tmp_path / "fp6-board.toml"
+    board.write_text((PROFILE_DIR / "nvidia-h200.toml").read_text()
+                     .replace('name = "nvidia-h200"', 'name = "fp6-board"')
+                     .replace("[peak]\n", "[peak]\nfp6 = 1.5\n")
+                     .replace("[sources]\n", '[sources]\n"peak.fp6" = "a test figure"\n'))
+    code = textwrap.dedent(f"""
+        from edgekit.exporters.tensorrt import EngineBuildConfig, trtexec_build_args
+        from edgekit.precisions import (Precision, all_names, calibrated_names, onnx_names,
+                                        register_precision, tensorrt_names)
+        from edgekit.profiles import load_profile
+
+        register_precision(Precision(name="fp6", torch_dtype=None, roundoff=2.0**-3, onnx=True,
+                                     calibrate=True, trtexec_flag="--fp6", builder_flag="FP6"))
+        for names in (all_names, calibrated_names, onnx_names, tensorrt_names):
+            assert "fp6" in names(), names
+        assert "--fp6" in trtexec_build_args(EngineBuildConfig(precision="fp6"))
+        assert load_profile({str(board)!r}).peak_flops["fp6"] == 1.5e12
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("name", tensorrt_names())
