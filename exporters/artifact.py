@@ -101,6 +101,19 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
+class ArtifactOptions:
+    """What every exporter that writes an artifact folder takes; ``None``: the export's own.
+
+    ``OnnxOptions`` and ``edgekit.export``'s ``ExportOptions`` extend it, so one options object
+    travels from the command line to whichever exporter writes the folder."""
+
+    device: str | None = None  # device profile name, recorded in the manifest
+    atol: float | None = None  # of the artifact's own validation
+    rtol: float | None = None
+    force: bool = False  # replace an existing output folder that edgekit did not write
+
+
+@dataclass(frozen=True)
 class ExportResult:
     """What an export (ONNX, NIR) hands back: its folder, manifest and validation."""
 

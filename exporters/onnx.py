@@ -19,6 +19,7 @@ import torch
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.artifact import (
     MANIFEST_SCHEMA,
+    ArtifactOptions,
     ExportResult,
     file_record,
     io_records,
@@ -51,8 +52,9 @@ MIN_OPSET, MAX_OPSET = 13, 23
 
 
 @dataclass(frozen=True)
-class OnnxOptions:
-    """How ``export_onnx`` exports a model; ``None`` means the entry's own setting.
+class OnnxOptions(ArtifactOptions):
+    """How ``export_onnx`` exports a model (device, tolerances and ``force`` as every artifact);
+    ``None`` means the entry's own setting.
 
     ``edgekit.export``'s ``ExportOptions`` extends it with what the other formats take, so the
     options reach ``export_onnx`` as they are, never unpacked and packed again."""
@@ -60,10 +62,6 @@ class OnnxOptions:
     opset: int | None = None
     batch: int | None = None  # fixed batch of the ONNX model; None: the input spec's (1 built in)
     dynamic_batch: bool = False  # a symbolic batch dimension instead
-    device: str | None = None  # device profile name, recorded in the manifest
-    atol: float | None = None  # of the export's own validation
-    rtol: float | None = None
-    force: bool = False  # replace an existing output folder that edgekit did not write
     stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.artifact import (
     MANIFEST_SCHEMA,
+    ArtifactOptions,
     ExportResult,
     file_record,
     io_records,
@@ -81,15 +82,16 @@ def _run(path: Path, feed: dict[str, np.ndarray], optimize: bool) -> dict[str, n
     return dict(zip(names, outs, strict=True))
 
 
-def import_onnx(target: OnnxFileTarget, out_dir: str | Path, *, device: str | None = None,
-                atol: float | None = None, rtol: float | None = None,
-                force: bool = False) -> ExportResult:
+def import_onnx(target: OnnxFileTarget, out_dir: str | Path,
+                options: ArtifactOptions | None = None) -> ExportResult:
     """Copy ``target`` into an artifact folder with its reference and check; raises
     ValidationFailed where ONNX Runtime's optimised run departs from the graph as written."""
+    options = options if options is not None else ArtifactOptions()
     started = time.perf_counter()
     defaults = ExportSettings()
-    atol = defaults.atol if atol is None else atol
-    rtol = defaults.rtol if rtol is None else rtol
+    atol = defaults.atol if options.atol is None else options.atol
+    rtol = defaults.rtol if options.rtol is None else options.rtol
+    force, device = options.force, options.device
     spec = target.inputs
     dynamic = any(axis == 0 for f in spec.fields for axis, _ in f.dynamic)
     batches = tuple(sorted({spec.batch, *DYNAMIC_VALIDATION_BATCHES})) if dynamic else (spec.batch,)

@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CheckFailed, UnknownNameError, UsageError
-from edgekit.exporters.artifact import Artifact, ExportResult, file_record, write_manifest
+from edgekit.exporters.artifact import (
+    Artifact,
+    ArtifactOptions,
+    ExportResult,
+    file_record,
+    write_manifest,
+)
 from edgekit.exporters.calibration import (
     CALIBRATORS,
     DEFAULT_SAMPLES,
@@ -306,14 +312,15 @@ def _accuracy(fp32_path: Path, runner: Any, artifact: Artifact) -> dict[str, Any
 # -- the artifact ------------------------------------------------------------------------------
 
 
-def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionConfig, *,
-                     samples: CalibrationSamples | None = None, atol: float | None = None,
-                     rtol: float | None = None, force: bool = False,
-                     inputs: tuple[str | Path, ...] = (), check: bool = True,
-                     score: bool = True) -> ExportResult:
+def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionConfig,
+                     options: ArtifactOptions | None = None, *,
+                     samples: CalibrationSamples | None = None, inputs: tuple[str | Path, ...] = (),
+                     check: bool = True, score: bool = True) -> ExportResult:
     """``artifact`` (a validated FP32 ONNX artifact) converted to ``config.name`` in a new
     artifact folder with the same reference; raises ValidationFailed beyond tolerance (with
-    ``check``; else the verdict is only recorded). ``score``: the test-split metric of both."""
+    ``check``; else the verdict is only recorded). ``score``: the test-split metric of both.
+    ``inputs``: further files it is made from (``--calib-data``), which it may not overwrite."""
+    options = options if options is not None else ArtifactOptions()
     from edgekit.exporters.reference import default_tolerance, reference_label
 
     started = time.perf_counter()
@@ -321,12 +328,13 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
         raise UsageError(f"{artifact.folder} is not an FP32 ONNX artifact",
                          hint="convert the FP32 export, never an already converted one")
     base_atol, base_rtol, _ = default_tolerance(artifact.manifest, "fp32")
-    atol = base_atol if atol is None else atol
-    rtol = base_rtol if rtol is None else rtol
+    atol = base_atol if options.atol is None else options.atol
+    rtol = base_rtol if options.rtol is None else options.rtol
     check_tolerances(atol, rtol)
     model = artifact.source_name
     reference = load_reference(artifact.folder / REFERENCE_FILE)
-    with atomic_directory(out_dir, inputs=(artifact.folder, *inputs), force=force) as staging:
+    with atomic_directory(out_dir, inputs=(artifact.folder, *inputs),
+                          force=options.force) as staging:
         path = staging / MODEL_FILE
         how = convert(artifact.model_path, path, config, artifact.manifest["inputs"], samples)
         ops = quantized_operators(path)
@@ -356,6 +364,7 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
                      "sha256": fp32_manifest["files"][fp32_manifest["model_file"]]["sha256"],
                      "bytes": artifact.size_bytes, "validation": fp32_manifest.get("validation")},
             "validation": report.to_dict(),
+            "target_device": options.device or fp32_manifest.get("target_device"),
             "files": {MODEL_FILE: file_record(path),
                       REFERENCE_FILE: file_record(staging / REFERENCE_FILE)},
             "export_seconds": round(time.perf_counter() - started, 3),

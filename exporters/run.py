@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import Artifact, load_artifact
+from edgekit.exporters.artifact import Artifact, ArtifactOptions, load_artifact
 from edgekit.exporters.artifact_validation import validate_artifact
 from edgekit.exporters.onnx import export_onnx
 from edgekit.exporters.options import ExportOptions
@@ -43,11 +43,10 @@ def _files(target: Target) -> list[Path]:
     return [target.folder if isinstance(target, ArtifactTarget) else target.path]
 
 
-def _import_onnx(target: OnnxFileTarget, out: str | Path, options: ExportOptions) -> Any:
+def _import_onnx(target: OnnxFileTarget, out: str | Path, options: ArtifactOptions) -> Any:
     from edgekit.exporters.onnx_file import import_onnx
 
-    return import_onnx(target, out, device=options.device, atol=options.atol, rtol=options.rtol,
-                       force=options.force)
+    return import_onnx(target, out, options)
 
 
 @contextlib.contextmanager
@@ -163,12 +162,11 @@ def _tensorrt(job: ExportJob) -> Any:
 
     assert job.artifact is not None  # a from_onnx format
     build, options = job.options.engine, job.options
-    out = job.output or f"{job.stem}-tensorrt-{build.precision}"
+    out = job.folder(f"tensorrt-{build.precision}")
     job.echo(f"building a TensorRT {build.precision} engine of {job.artifact.source_name} "
              f"-> {out}")
-    return export_tensorrt(job.artifact, out, build, calibration=job.calibration,
-                           atol=options.atol, rtol=options.rtol, device=options.device,
-                           onnx_origin=job.origin, force=options.force)
+    return export_tensorrt(job.artifact, out, build, options, calibration=job.calibration,
+                           onnx_origin=job.origin)
 
 
 def _jetson_bundle(job: ExportJob) -> Any:
@@ -176,7 +174,7 @@ def _jetson_bundle(job: ExportJob) -> Any:
     from edgekit.exporters.jetson_bundle import write_jetson_bundle
 
     assert job.artifact is not None  # a from_onnx format
-    return write_jetson_bundle(job.artifact, job.output or f"{job.stem}-jetson", job.options.engine,
+    return write_jetson_bundle(job.artifact, job.folder("jetson"), job.options.engine,
                                calibration=job.calibration, cuda_graph=job.options.cuda_graph,
                                force=job.options.force)
 
@@ -241,8 +239,7 @@ def _export_precision(job: ExportJob) -> Any:
         out = replace(job, artifact=artifact).folder(f"onnx-{config.name}")
         echo(f"converting {artifact.source_name} to {config.name} -> {out}")
         inputs = tuple(p for p in (options.calib_data,) if p is not None)
-        return export_precision(artifact, out, config, samples=samples, atol=options.atol,
-                                rtol=options.rtol, force=options.force, inputs=inputs)
+        return export_precision(artifact, out, config, options, samples=samples, inputs=inputs)
 
 
 @dataclass(frozen=True)
@@ -269,7 +266,7 @@ def validate(target: Any, against: str = "reference", atol: float | None = None,
     with tempfile.TemporaryDirectory(prefix="edgekit-validate-") as tmp:
         folder = Path(tmp) / f"{_stem(resolved.name)}-onnx"
         if isinstance(resolved, OnnxFileTarget):
-            _import_onnx(resolved, folder, ExportOptions(atol=atol, rtol=rtol))
+            _import_onnx(resolved, folder, ArtifactOptions(atol=atol, rtol=rtol))
         else:
             export_onnx(resolved, folder)
         return Validation(*validate_artifact(folder, against, atol, rtol))

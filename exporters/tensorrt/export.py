@@ -12,7 +12,13 @@ from typing import Any
 
 from edgekit.backends.tensorrt_runner import require_cuda_gpu, require_tensorrt
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import MANIFEST_SCHEMA, Artifact, file_record, write_manifest
+from edgekit.exporters.artifact import (
+    MANIFEST_SCHEMA,
+    Artifact,
+    ArtifactOptions,
+    file_record,
+    write_manifest,
+)
 from edgekit.exporters.calibration import (
     CALIBRATION_CACHE_FILE,
     CalibrationBatcher,
@@ -40,12 +46,14 @@ class EngineExportResult:
 
 
 
-def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig, *,
-                    calibration: CalibrationSamples | None = None, atol: float | None = None,
-                    rtol: float | None = None, device: str | None = None,
-                    onnx_origin: str | None = None, force: bool = False) -> EngineExportResult:
+def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildConfig,
+                    options: ArtifactOptions | None = None, *,
+                    calibration: CalibrationSamples | None = None,
+                    onnx_origin: str | None = None) -> EngineExportResult:
     """Build an engine from an ONNX artifact into ``out_dir`` and validate it against the FP32
-    reference the artifact carries; raises ValidationFailed beyond tolerance (nothing is left)."""
+    reference the artifact carries; raises ValidationFailed beyond tolerance (nothing is left).
+    ``onnx_origin``: where the ONNX artifact came from, for the manifest."""
+    options = options if options is not None else ArtifactOptions()
     if artifact.format != "onnx":
         raise UsageError(f"{artifact.folder} is a {artifact.format} artifact; TensorRT engines "
                          f"are built from an ONNX artifact or a Jetson bundle")
@@ -67,9 +75,9 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
         calib_cache = build.calib_cache or default_cache_path(onnx_sha, build.calibrator,
                                                                calibration, batch)
     default_atol, default_rtol, _ = default_tolerance(m, build.precision)
-    atol = default_atol if atol is None else atol
-    rtol = default_rtol if rtol is None else rtol
-    with atomic_directory(out_dir, inputs=[artifact.folder], force=force) as staging:
+    atol = default_atol if options.atol is None else options.atol
+    rtol = default_rtol if options.rtol is None else options.rtol
+    with atomic_directory(out_dir, inputs=[artifact.folder], force=options.force) as staging:
         shutil.copy2(artifact.model_path, staging / ONNX_FILE)
         files = {ONNX_FILE: file_record(staging / ONNX_FILE)}
         if (artifact.folder / REFERENCE_FILE).is_file():
@@ -124,7 +132,7 @@ def export_tensorrt(artifact: Artifact, out_dir: str | Path, build: EngineBuildC
             "validation": report.to_dict() if report else {"skipped": note},
             "reference": m.get("reference"),
             **({"stream": m["stream"]} if "stream" in m else {}),
-            "target_device": device or m.get("target_device"),
+            "target_device": options.device or m.get("target_device"),
             "files": files,
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),
