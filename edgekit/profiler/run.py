@@ -85,12 +85,25 @@ class _Prepared:
     runner: Runner
     feed: dict[str, np.ndarray]
     name: str
-    source: dict[str, Any]
+    source_record: dict[str, Any]  # where the model came from, as the report records it
     flops_per_sample: float | None
     params: int | None
     size_bytes: int
     size_source: str
     precision: str | None = None  # what the model runs at, where the artifact fixes it (engines)
+
+
+@dataclass(frozen=True)
+class _Measured:
+    """What one profiling run measured, in the units its names say."""
+
+    creation_s: float  # the runner's activation
+    first_s: float  # the first inference
+    warm_iters: int
+    samples: list[float]  # each timed iteration's latency, ms
+    timed_s: float  # the timed phase's wall time
+    energy: Any  # the meter's reading over the timed phase
+    mem: Any  # peak memory over the whole run
 
 
 def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
@@ -144,7 +157,7 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
         size_source = f"{spec.file_label} (built for this run, {settings.precision})"
     return _Prepared(runner=spec.open_file(artifact.model_path, options),  # type: ignore[misc]
                      feed=_artifact_feed(artifact, settings.batch), name=artifact.source_name,
-                     source={"artifact": str(folder), **artifact.manifest["source"]},
+                     source_record={"artifact": str(folder), **artifact.manifest["source"]},
                      flops_per_sample=artifact.manifest.get("flops_per_sample"),
                      params=artifact.manifest.get("params"), size_bytes=artifact.size_bytes,
                      size_source=size_source,
@@ -169,8 +182,8 @@ def _from_onnx_file(target: OnnxFileTarget, settings: ProfileSettings,
     size = sum(p.stat().st_size for p in _with_external_data(path))
     return _Prepared(runner=spec.open_file(path, _options(settings, threads)),  # type: ignore[misc]
                      feed=target.at_batch(settings.batch).inputs.feed(settings.batch),
-                     name=target.name, source={"onnx_file": str(path)}, flops_per_sample=None,
-                     params=None, size_bytes=size,
+                     name=target.name, source_record={"onnx_file": str(path)},
+                     flops_per_sample=None, params=None, size_bytes=size,
                      size_source=spec.file_label + (" with its external data"
                                                     if size > path.stat().st_size else ""))
 
@@ -198,7 +211,7 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
         result = export_onnx(source, workdir / "artifact",
                              OnnxOptions(batch=settings.batch, device=settings.device))
         prepared = _from_artifact(result.folder, settings, threads, workdir, exported=True)
-        return replace(prepared, name=source.name, source=source.record(),
+        return replace(prepared, name=source.name, source_record=source.record(),
                        flops_per_sample=cost.flops_per_sample, params=cost.params)
     runner = spec.open_module(source.model, source.inputs.names, source.output_names,
                               _options(settings, threads))
@@ -208,7 +221,7 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
         size = sum(p.numel() * p.element_size() for p in source.model.parameters())
         size_source = "in-memory parameters"
     return _Prepared(runner=runner, feed=source.inputs.feed(settings.batch), name=source.name,
-                     source=source.record(), flops_per_sample=cost.flops_per_sample,
+                     source_record=source.record(), flops_per_sample=cost.flops_per_sample,
                      params=cost.params, size_bytes=size, size_source=size_source)
 
 
@@ -294,10 +307,10 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    report = _report(prepared, settings, device=device, here=here, threads=threads,
-                     backend=described,
-                     creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
-                     samples=samples, timed_s=wall_s, energy=energy, mem=mem)
+    measured = _Measured(creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
+                         samples=samples, timed_s=wall_s, energy=energy, mem=mem)
+    report = _report(prepared, settings, measured, device=device, here=here, threads=threads,
+                     backend=described)
     if any(phases.values()):
         report["phases_ms"] = {name: latency_stats(values).to_dict()
                                for name, values in phases.items() if values}
@@ -315,33 +328,32 @@ def _device_doc(device: DeviceProfile, here: DeviceProfile | None) -> dict[str, 
     return doc
 
 
-def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
-            here: DeviceProfile | None, threads: int, backend: dict[str, Any],
-            creation_s: float, first_s: float,
-            warm_iters: int, samples: list[float], timed_s: float, energy: Any,
-            mem: Any) -> dict[str, Any]:
-    stats = latency_stats(samples)
-    n = len(samples)
+def _report(prepared: _Prepared, settings: ProfileSettings, measured: _Measured, *,
+            device: DeviceProfile, here: DeviceProfile | None, threads: int,
+            backend: dict[str, Any]) -> dict[str, Any]:
+    stats = latency_stats(measured.samples)
+    n = len(measured.samples)
+    energy, timed_s = measured.energy, measured.timed_s
     per_call_s = stats.p50 / 1e3
     precision = prepared.precision or settings.precision
     compute: dict[str, Any] = {"params": prepared.params,
                                "flops_per_sample": prepared.flops_per_sample,
                                "precision": precision}
-    measured = here or device  # whose peak the achieved FLOP/s is a share of
+    peak_of = here or device  # whose peak the achieved FLOP/s is a share of
     if prepared.flops_per_sample:
         achieved = prepared.flops_per_sample * settings.batch / per_call_s
-        peak = measured.peak_for(precision)
+        peak = peak_of.peak_for(precision)
         compute.update({
             "achieved_flops_per_s": achieved,
             "basis": "FLOPs per call / median latency",
             "peak_flops_per_s": peak,
-            "peak_source": measured.sources.get(f"peak.{precision}")
-            or measured.sources.get("peak") if peak else None,
+            "peak_source": peak_of.sources.get(f"peak.{precision}")
+            or peak_of.sources.get("peak") if peak else None,
             "share_of_peak": achieved / peak if peak else None,
         })
         if not peak:
-            compute["note"] = (f"profile {measured.name} has no {precision} peak figure"
-                               + ("; run 'edgekit devices --calibrate'" if measured.generic
+            compute["note"] = (f"profile {peak_of.name} has no {precision} peak figure"
+                               + ("; run 'edgekit devices --calibrate'" if peak_of.generic
                                   else ""))
     energy_doc = energy.to_dict()
     if energy.energy_j == energy.energy_j:  # not NaN
@@ -350,20 +362,20 @@ def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DevicePro
         energy_doc["avg_power_w"] = energy.avg_power_w
     return {
         "target": prepared.name,
-        "source": prepared.source,
+        "source": prepared.source_record,
         "backend": backend,
         "device": _device_doc(device, here),
         "settings": {"batch": settings.batch, "threads": threads, "precision": precision,
                      "energy": settings.energy, **settings.plan.describe()},
-        "creation_s": creation_s,
-        "first_inference_ms": first_s * 1e3,
-        "warmup_iterations": warm_iters,
+        "creation_s": measured.creation_s,
+        "first_inference_ms": measured.first_s * 1e3,
+        "warmup_iterations": measured.warm_iters,
         "iterations": n,
         "timed_s": timed_s,
         "latency_ms": stats.to_dict(),
         "throughput": {"inferences_per_s": n / timed_s,
                        "samples_per_s": n * settings.batch / timed_s},
-        "memory": mem.to_dict(),
+        "memory": measured.mem.to_dict(),
         "model_size": {"bytes": prepared.size_bytes, "source": prepared.size_source},
         "compute": compute,
         "energy": energy_doc,
