@@ -161,3 +161,22 @@ def test_an_edgekit_node_no_lowering_claims_fails_the_export(tmp_path):
     with pytest.raises(CheckFailed, match="edgekit::NoSuchOp, which no lowering rewrites"):
         export_graph(_Marked(), (torch.randn(2, 3),), tmp_path / "m.onnx", opset=18,
                      input_names=["x"], output_names=["y"], dynamo=False)
+
+
+def test_a_batch_below_1_is_the_same_usage_error_everywhere(tmp_path):
+    """export, export_onnx, estimate and profile's settings share one check
+    (``edgekit.inputs.check_batch``), made before any work."""
+    import edgekit
+    from edgekit.estimate import estimate
+    from edgekit.profiler.run import ProfileSettings
+
+    calls = (lambda: edgekit.export("mlp:small", tmp_path / "a",
+                                    options=edgekit.ExportOptions(batch=0)),
+             lambda: export_onnx(load_model_source("mlp:small"), tmp_path / "b",
+                                 OnnxOptions(batch=0)),
+             lambda: estimate("mlp:small", batch=0),
+             lambda: ProfileSettings(batch=0))
+    for call in calls:
+        with pytest.raises(UsageError, match="^--batch must be at least 1, got 0$"):
+            call()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
