@@ -143,8 +143,7 @@ def _nir(job: ExportJob) -> Any:
     out = job.folder()
     source = job.model()
     job.echo(f"exporting {source.name} to nir -> {out}")
-    return export_nir(source, out, atol=job.options.atol, rtol=job.options.rtol,
-                      force=job.options.force)
+    return export_nir(source, out, job.options)
 
 
 def _check_tensorrt(options: ExportOptions) -> None:
