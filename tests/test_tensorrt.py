@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from edgekit.backends import execution_providers
 from edgekit.backends.base import Runner
-from edgekit.backends.tensorrt_backend import (
+from edgekit.backends.tensorrt_runner import (
     IOSpec,
     require_cuda_gpu,
     require_tensorrt,

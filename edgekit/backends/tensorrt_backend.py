@@ -10,17 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from edgekit.backends.registry import BackendSpec, RunOptions, register_backend
-from edgekit.backends.tensorrt_runner import (
-    IOSpec,
-    TensorRTRunner,
-    require_cuda_gpu,
-    require_tensorrt,
-    resolve_input_shapes,
-    tensorrt_version_tuple,
-)
-
-__all__ = ["IOSpec", "TensorRTRunner", "require_cuda_gpu", "require_tensorrt",
-           "resolve_input_shapes", "tensorrt_version_tuple"]
+from edgekit.backends.tensorrt_runner import TensorRTRunner, require_cuda_gpu, require_tensorrt
 
 
 def _check(provider: str | None) -> None:
@@ -31,10 +21,11 @@ def _check(provider: str | None) -> None:
 def _build(artifact: Any, out: Path, options: RunOptions) -> Path:
     """An engine of ``artifact`` (ONNX) for this run: its batch fixed at ``options.batch``."""
     from edgekit.exporters.tensorrt import EngineBuildConfig, ShapeRange, export_tensorrt
+    from edgekit.exporters.tensorrt.shapes import dynamic_dim
 
     shapes = []
     for inp in artifact.manifest["inputs"]:
-        dynamic = [not isinstance(d, int) or d <= 0 for d in inp["shape"]]
+        dynamic = [dynamic_dim(d) for d in inp["shape"]]
         if any(dynamic):  # the batch dimension at --batch, any other dynamic one at 1
             shape = tuple((options.batch if i == 0 else 1) if dyn else int(d)
                           for i, (d, dyn) in enumerate(zip(inp["shape"], dynamic, strict=False)))
