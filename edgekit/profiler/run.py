@@ -93,19 +93,6 @@ class _Prepared:
     precision: str | None = None  # what the model runs at, where the artifact fixes it (engines)
 
 
-@dataclass(frozen=True)
-class _Measured:
-    """What one profiling run measured, in the units its names say."""
-
-    creation_s: float  # the runner's activation
-    first_s: float  # the first inference
-    warm_iters: int
-    samples: list[float]  # each timed iteration's latency, ms
-    timed_s: float  # the timed phase's wall time
-    energy: Any  # the meter's reading over the timed phase
-    mem: Any  # peak memory over the whole run
-
-
 def _engine_batch_range(artifact: Any) -> tuple[int, int] | None:
     profile = (artifact.manifest.get("tensorrt") or {}).get("profile") or []
     if not profile or not artifact.manifest["tensorrt"].get("dynamic"):
@@ -307,10 +294,10 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
             prepared.runner.deactivate()
             meter.close()
         mem = memory.stop()
-    measured = _Measured(creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
-                         samples=samples, timed_s=wall_s, energy=energy, mem=mem)
-    report = _report(prepared, settings, measured, device=device, here=here, threads=threads,
-                     backend=described)
+    report = _report(prepared, settings, device=device, here=here, threads=threads,
+                     backend=described,
+                     creation_s=creation_s, first_s=first_s, warm_iters=warm_iters,
+                     samples=samples, timed_s=wall_s, energy=energy, mem=mem)
     if any(phases.values()):
         report["phases_ms"] = {name: latency_stats(values).to_dict()
                                for name, values in phases.items() if values}
@@ -328,32 +315,33 @@ def _device_doc(device: DeviceProfile, here: DeviceProfile | None) -> dict[str, 
     return doc
 
 
-def _report(prepared: _Prepared, settings: ProfileSettings, measured: _Measured, *,
-            device: DeviceProfile, here: DeviceProfile | None, threads: int,
-            backend: dict[str, Any]) -> dict[str, Any]:
-    stats = latency_stats(measured.samples)
-    n = len(measured.samples)
-    energy, timed_s = measured.energy, measured.timed_s
+def _report(prepared: _Prepared, settings: ProfileSettings, *, device: DeviceProfile,
+            here: DeviceProfile | None, threads: int, backend: dict[str, Any],
+            creation_s: float, first_s: float,
+            warm_iters: int, samples: list[float], timed_s: float, energy: Any,
+            mem: Any) -> dict[str, Any]:
+    stats = latency_stats(samples)
+    n = len(samples)
     per_call_s = stats.p50 / 1e3
     precision = prepared.precision or settings.precision
     compute: dict[str, Any] = {"params": prepared.params,
                                "flops_per_sample": prepared.flops_per_sample,
                                "precision": precision}
-    peak_of = here or device  # whose peak the achieved FLOP/s is a share of
+    measured = here or device  # whose peak the achieved FLOP/s is a share of
     if prepared.flops_per_sample:
         achieved = prepared.flops_per_sample * settings.batch / per_call_s
-        peak = peak_of.peak_for(precision)
+        peak = measured.peak_for(precision)
         compute.update({
             "achieved_flops_per_s": achieved,
             "basis": "FLOPs per call / median latency",
             "peak_flops_per_s": peak,
-            "peak_source": peak_of.sources.get(f"peak.{precision}")
-            or peak_of.sources.get("peak") if peak else None,
+            "peak_source": measured.sources.get(f"peak.{precision}")
+            or measured.sources.get("peak") if peak else None,
             "share_of_peak": achieved / peak if peak else None,
         })
         if not peak:
-            compute["note"] = (f"profile {peak_of.name} has no {precision} peak figure"
-                               + ("; run 'edgekit devices --calibrate'" if peak_of.generic
+            compute["note"] = (f"profile {measured.name} has no {precision} peak figure"
+                               + ("; run 'edgekit devices --calibrate'" if measured.generic
                                   else ""))
     energy_doc = energy.to_dict()
     if energy.energy_j == energy.energy_j:  # not NaN
@@ -367,15 +355,15 @@ def _report(prepared: _Prepared, settings: ProfileSettings, measured: _Measured,
         "device": _device_doc(device, here),
         "settings": {"batch": settings.batch, "threads": threads, "precision": precision,
                      "energy": settings.energy, **settings.plan.describe()},
-        "creation_s": measured.creation_s,
-        "first_inference_ms": measured.first_s * 1e3,
-        "warmup_iterations": measured.warm_iters,
+        "creation_s": creation_s,
+        "first_inference_ms": first_s * 1e3,
+        "warmup_iterations": warm_iters,
         "iterations": n,
         "timed_s": timed_s,
         "latency_ms": stats.to_dict(),
         "throughput": {"inferences_per_s": n / timed_s,
                        "samples_per_s": n * settings.batch / timed_s},
-        "memory": measured.mem.to_dict(),
+        "memory": mem.to_dict(),
         "model_size": {"bytes": prepared.size_bytes, "source": prepared.size_source},
         "compute": compute,
         "energy": energy_doc,

@@ -323,6 +323,10 @@ def _fold(model: nn.Module, name: str, d: torch.Tensor, bn_name: str | None,
         optimizer.param_groups[0]["params"].append(layer.bias)
 
 
+def count_channels(groups: list[ChannelGroup]) -> int:
+    return sum(g.width for g in groups)
+
+
 def describe(report: PruneReport) -> dict[str, Any]:
     return {"channels_before": report.channels_before, "channels_after": report.channels_after,
             "keep": round(report.keep, 4), "forced": report.forced,
