@@ -485,9 +485,9 @@ def test_profiler_reports_phases_of_the_timed_iterations():
     from edgekit.targets import ArtifactTarget
 
     runner = _PhasedRunner()
-    prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake", source={},
-                                    flops_per_sample=None, params=None, size_bytes=1,
-                                    size_source="test")
+    prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake",
+                                    source_record={}, flops_per_sample=None, params=None,
+                                    size_bytes=1, size_source="test")
     plan = TimingPlan(warmup_s=0.0, min_warmup_iterations=3, iterations=12)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "_prepare", lambda *a, **k: prepared)
