@@ -156,14 +156,14 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
         samples = (samples_for_artifact(fp32.folder, fp32.manifest, data, args.calib_samples)
                    if precision == "int8" else None)
         t0 = time.perf_counter()
-        made = export_precision(fp32, work / precision, PrecisionConfig(precision=precision),
+        made = export_precision(fp32, work / precision, PrecisionConfig(name=precision),
                                 samples=samples, check=False, score=False)
         convert_s[precision] = time.perf_counter() - t0
         folders[precision] = made.folder
         validated[precision] = made.validation.passed
     if member.classifier and args.minmax:  # the other calibrator: is the range the cause?
         made = export_precision(fp32, work / "int8-minmax",
-                                PrecisionConfig(precision="int8", calibrator="minmax"),
+                                PrecisionConfig(name="int8", calibrator="minmax"),
                                 samples=samples_for_artifact(fp32.folder, fp32.manifest, data,
                                                              args.calib_samples),
                                 check=False, score=False)

@@ -76,7 +76,7 @@ def _measure(name: str, args: argparse.Namespace, plan: TimingPlan, work: Path) 
     entry = get_entry(name)
     ckpt = _checkpoint(name, args.train_seconds)
     fp32 = load_artifact(export_onnx(load_model_source(str(ckpt)), work / f"{name}-fp32").folder)
-    config = PrecisionConfig(precision="int8", quantization=args.quantization)
+    config = PrecisionConfig(name="int8", quantization=args.quantization)
     samples = (samples_from_dataset(entry.task, None, DEFAULT_SAMPLES)
                if config.calibrated else None)
     try:

@@ -28,7 +28,7 @@ import torch
 from common import alternating_rounds, markdown_table, median, write_result
 
 from edgekit.backends.onnxruntime_backend import make_session
-from edgekit.exporters.onnx import export_onnx
+from edgekit.exporters.onnx import OnnxOptions, export_onnx
 from edgekit.registry import create_model, get_entry
 from edgekit.targets import registry_source
 
@@ -96,7 +96,8 @@ def main() -> None:
     source = registry_source(get_entry("wifi-mamba"), None, model)
     with tempfile.TemporaryDirectory() as tmp:
         frame = export_onnx(source, Path(tmp) / "frame").folder / "model.onnx"
-        stream = export_onnx(source, Path(tmp) / "stream", stream=True).folder / "model.onnx"
+        stream = export_onnx(source, Path(tmp) / "stream",
+                             OnnxOptions(stream=True)).folder / "model.onnx"
         found = drift(stream, model, args.frames)
         samples, loads = alternating_rounds(latency_groups(frame, stream, model), args.rounds,
                                             args.calls)

@@ -30,6 +30,7 @@ _API = {
     "ExportOptions": "edgekit.exporters.run",
     "validate": "edgekit.exporters.run",
     "export_onnx": "edgekit.exporters",
+    "OnnxOptions": "edgekit.exporters",
     "load_artifact": "edgekit.exporters",
     "profile": "edgekit.profiler.run",
     "ProfileSettings": "edgekit.profiler.run",

@@ -83,11 +83,8 @@ class DatasetEntry:
     variants: Mapping[str, DatasetVariant] = field(default_factory=dict)
 
 
-def _ensure_loaded() -> None:
-    import edgekit.methods  # noqa: F401  (the methods register their own datasets)
-
-
-_DATASETS: Registry[DatasetEntry] = Registry("dataset", load=_ensure_loaded)
+# The methods register their own datasets.
+_DATASETS: Registry[DatasetEntry] = Registry("dataset", builtins=("edgekit.methods",))
 
 
 def register_dataset(entry: DatasetEntry) -> DatasetEntry:

@@ -1,8 +1,9 @@
 """One error tree for edgekit.
 
 The CLI turns any ``EdgekitError`` into one line on stderr and the error's exit code
-(design.md: 0 success, 1 a check failed, 2 bad usage or input). Library callers catch the
-class they care about; nothing here prints.
+(0 success, 1 a check failed, 2 bad usage or input), and any ``EdgekitWarning`` (something
+edgekit went on without) into one ``edgekit: warning:`` line. Library callers catch the class
+they care about; nothing here prints.
 """
 from __future__ import annotations
 
@@ -61,3 +62,12 @@ class CheckFailed(EdgekitError):
     """A check ran and failed: export validation beyond tolerance, accuracy mismatch."""
 
     exit_code = 1
+
+
+class EdgekitWarning(UserWarning):
+    """Something edgekit left out and went on without; the message names it and why."""
+
+
+class ProfileWarning(EdgekitWarning):
+    """A user's device profile file left out of the listing (it does not load, or takes a
+    packaged profile's name); the message names the file."""

@@ -2,13 +2,15 @@
 
 Each kind keeps its own spec dataclass and ``register_*`` function (style.md: one file per
 extension, timm's ``@register_model``); what they share, registering a name once, finding it with
-an error that lists the valid names, listing in a stable order, lives here once. ``load`` imports
-the modules that register the built-in entries the first time anything asks; then the plugins
+an error that lists the valid names, listing in a stable order, lives here once. ``builtins``
+names the modules that register the built-in entries; they are imported by name the first time
+anything asks (so a registry module never imports the modules that import it), then the plugins
 load (``edgekit.plugins``), so every listing and look-up sees what they registered.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import importlib
+from collections.abc import Iterable
 from typing import Generic, TypeVar
 
 from edgekit.errors import UnknownNameError
@@ -20,10 +22,10 @@ T = TypeVar("T")
 class Registry(Generic[T]):
     """Named entries of one kind (``kind`` names it in messages: "backend", "energy meter")."""
 
-    def __init__(self, kind: str, load: Callable[[], None] | None = None) -> None:
+    def __init__(self, kind: str, builtins: tuple[str, ...] = ()) -> None:
         self.kind = kind
         self._entries: dict[str, T] = {}
-        self._load = load
+        self._builtins = builtins  # modules (dotted names) whose import registers the built-ins
 
     def add(self, name: str, entry: T) -> T:
         if name in self._entries:
@@ -31,9 +33,13 @@ class Registry(Generic[T]):
         self._entries[name] = entry
         return entry
 
+    def load_builtins(self) -> None:
+        """Import the modules that register the built-in entries (once: Python caches them)."""
+        for module in self._builtins:
+            importlib.import_module(module)
+
     def _loaded(self) -> dict[str, T]:
-        if self._load is not None:
-            self._load()
+        self.load_builtins()
         load_plugins()
         return self._entries
 

@@ -77,18 +77,12 @@ FolderKind = Callable[[Path], Iterable[str] | None]
 FileKind = Callable[[Path], bool]
 
 
-def _load_output_kinds() -> None:
-    import edgekit.exporters.artifact  # noqa: F401  (artifacts and Jetson bundles)
-    import edgekit.methods  # noqa: F401  (method folders: ZipMoE stores and tiny checkpoints)
-
-
-def _load_file_kinds() -> None:
-    import edgekit.checkpoint  # noqa: F401  (train's checkpoints)
-    import edgekit.report.page  # noqa: F401  (report's pages)
-
-
-_OUTPUT_KINDS: Registry[FolderKind] = Registry("output folder kind", load=_load_output_kinds)
-_FILE_KINDS: Registry[FileKind] = Registry("output file kind", load=_load_file_kinds)
+# Folders: artifacts and Jetson bundles; the methods' (ZipMoE stores, tiny checkpoints).
+_OUTPUT_KINDS: Registry[FolderKind] = Registry(
+    "output folder kind", builtins=("edgekit.exporters.artifact", "edgekit.methods"))
+# Files: train's checkpoints, report's pages.
+_FILE_KINDS: Registry[FileKind] = Registry(
+    "output file kind", builtins=("edgekit.checkpoint", "edgekit.report.page"))
 
 
 def register_output_kind(name: str, files: FolderKind) -> FolderKind:

@@ -220,6 +220,14 @@ def _same_kind(actual: np.dtype, declared: str) -> bool:
     return actual.kind in "iu"
 
 
+def check_batch(batch: int, flag: str = "--batch") -> int:
+    """``batch`` when it is at least 1, else one UsageError naming ``flag`` (the option that set
+    it), before any work."""
+    if batch < 1:
+        raise UsageError(f"{flag} must be at least 1, got {batch}")
+    return batch
+
+
 def parse_dims(dims: str, where: str, example: str) -> tuple[int, ...]:
     """``"1x3x224x224"`` -> (1, 3, 224, 224), trtexec's DIMS; ``where`` and ``example`` word
     the one-line error."""

@@ -127,11 +127,8 @@ class ModelEntry:
         return (torch.rand((batch, *self.task.input_shape), generator=gen, dtype=dtype),)
 
 
-def _ensure_loaded() -> None:
-    import edgekit.methods  # noqa: F401  (registers the built-in entries)
-
-
-_REGISTRY: Registry[ModelEntry] = Registry("model", load=_ensure_loaded)
+# Each method's package registers its entries.
+_REGISTRY: Registry[ModelEntry] = Registry("model", builtins=("edgekit.methods",))
 
 
 def register_model(entry: ModelEntry) -> ModelEntry:

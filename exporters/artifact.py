@@ -101,6 +101,19 @@ def write_manifest(folder: Path, manifest: dict[str, Any]) -> None:
 
 
 @dataclass(frozen=True)
+class ArtifactOptions:
+    """What every exporter that writes an artifact folder takes; ``None``: the export's own.
+
+    ``OnnxOptions`` and ``edgekit.export``'s ``ExportOptions`` extend it, so one options object
+    travels from the command line to whichever exporter writes the folder."""
+
+    device: str | None = None  # device profile name, recorded in the manifest
+    atol: float | None = None  # of the artifact's own validation
+    rtol: float | None = None
+    force: bool = False  # replace an existing output folder that edgekit did not write
+
+
+@dataclass(frozen=True)
 class ExportResult:
     """What an export (ONNX, NIR) hands back: its folder, manifest and validation."""
 
@@ -191,8 +204,6 @@ def load_artifact(folder: str | Path, verify: bool = True) -> Artifact:
 
 def _check_against_onnx(manifest_path: Path, manifest: dict[str, Any], onnx_path: Path) -> None:
     """The manifest's inputs, outputs and batch are those of its ONNX graph."""
-    from edgekit.exporters.onnx import io_records
-
     try:
         inputs, outputs = io_records(onnx_path)
     except Exception as exc:  # noqa: BLE001  onnx raises its own (protobuf) error types
@@ -211,3 +222,22 @@ def _check_against_onnx(manifest_path: Path, manifest: dict[str, Any], onnx_path
             isinstance(batch, int) and batch != first:
         raise UsageError(f"{manifest_path}: field 'batch' is {batch!r}, but {onnx_path.name}'s "
                          f"first input has batch dimension {first!r}", hint="export it again")
+
+
+def io_records(path: Path) -> tuple[list[dict], list[dict]]:
+    """An ONNX file's graph inputs (initializers left out) and outputs, as the manifest records
+    them: name, shape (a named dimension as its name), numpy dtype."""
+    import onnx
+    from onnx import helper
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    initializers = {i.name for i in graph.initializer}
+
+    def record(value: Any) -> dict:
+        t = value.type.tensor_type
+        dims = [d.dim_param or d.dim_value for d in t.shape.dim]
+        return {"name": value.name, "shape": dims,
+                "dtype": str(helper.tensor_dtype_to_np_dtype(t.elem_type))}
+
+    inputs = [record(v) for v in graph.input if v.name not in initializers]
+    return inputs, [record(v) for v in graph.output]

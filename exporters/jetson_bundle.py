@@ -28,7 +28,8 @@ from edgekit.exporters.calibration import (
     read_calibration_cache,
     save_samples,
 )
-from edgekit.exporters.reference import REFERENCE_FILE, check_reproduces_reference
+from edgekit.exporters.artifact_validation import check_reproduces_reference
+from edgekit.exporters.reference import REFERENCE_FILE
 from edgekit.exporters.tensorrt import (
     ENGINE_FILE,
     EngineBuildConfig,

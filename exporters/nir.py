@@ -29,6 +29,7 @@ from torch.overrides import TorchFunctionMode
 from edgekit.errors import UsageError
 from edgekit.exporters.artifact import (
     MANIFEST_SCHEMA,
+    ArtifactOptions,
     ExportResult,
     file_record,
     task_record,
@@ -256,11 +257,11 @@ def validate_nir(path: Path, source: ModelSource, dt: float, atol: float, rtol: 
                                                    f"T={source.model.T}, run from rest")
 
 
-def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_DT,
-               atol: float | None = None, rtol: float | None = None,
-               force: bool = False) -> ExportResult:
+def export_nir(source: ModelSource, out_dir: str | Path, options: ArtifactOptions | None = None,
+               *, dt: float = DEFAULT_DT) -> ExportResult:
     """Export a spiking net to ``out_dir/model.nir`` with a manifest; refuses nets NIR cannot
     express (UsageError naming the operation and layer) and fails beyond tolerance."""
+    options = options if options is not None else ArtifactOptions()
     nir = require("nir", SPIKING, "NIR export")
     from spikingjelly.activation_based.nir_exchange import export_to_nir
 
@@ -273,14 +274,14 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
     blockers = nir_blockers(source)
     if blockers:
         raise _refusal(source.name, blockers)
-    atol = source.export_settings.atol if atol is None else atol
-    rtol = source.export_settings.rtol if rtol is None else rtol
+    atol = source.export_settings.atol if options.atol is None else options.atol
+    rtol = source.export_settings.rtol if options.rtol is None else options.rtol
     started = time.perf_counter()
     spiking = make_spiking_net_fire(source)
     (x_rate,) = source.example_inputs(batch=1)
     spiking["firing_rate"] = mean_firing_rate(model, x_rate)
     spiking["firing_rate_of"] = "every spiking neuron on the model's example input (batch 1)"
-    with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
+    with atomic_directory(out_dir, inputs=source.files, force=options.force) as staging:
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
         with torch.no_grad():
@@ -316,6 +317,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, *, dt: float = DEFAULT_
             "edges": [list(e) for e in graph.edges],
             "validation": report.to_dict(),
             "spiking": spiking,
+            "target_device": options.device,
             "files": {MODEL_FILE: file_record(model_path)},
             "export_seconds": round(time.perf_counter() - started, 3),
             "provenance": provenance(),

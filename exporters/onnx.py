@@ -9,6 +9,7 @@ passed, so a failed export leaves nothing half-made (and an older good artifact 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ import torch
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.artifact import (
     MANIFEST_SCHEMA,
+    ArtifactOptions,
     ExportResult,
     file_record,
+    io_records,
     task_record,
     write_manifest,
 )
@@ -38,6 +41,7 @@ from edgekit.exporters.reference import (
 from edgekit.exporters.validate import ValidationFailed, ValidationReport, compare_outputs
 from edgekit.fileio import atomic_directory
 from edgekit.flops import model_cost
+from edgekit.inputs import check_batch
 from edgekit.provenance import provenance
 from edgekit.quiet import quiet
 from edgekit.spiking.lean_neurons import lean_neurons
@@ -45,6 +49,20 @@ from edgekit.targets import ModelSource
 
 MODEL_FILE = "model.onnx"
 MIN_OPSET, MAX_OPSET = 13, 23
+
+
+@dataclass(frozen=True)
+class OnnxOptions(ArtifactOptions):
+    """How ``export_onnx`` exports a model (device, tolerances and ``force`` as every artifact);
+    ``None`` means the entry's own setting.
+
+    ``edgekit.export``'s ``ExportOptions`` extends it with what the other formats take, so the
+    options reach ``export_onnx`` as they are, never unpacked and packed again."""
+
+    opset: int | None = None
+    batch: int | None = None  # fixed batch of the ONNX model; None: the input spec's (1 built in)
+    dynamic_batch: bool = False  # a symbolic batch dimension instead
+    stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
 
 
 def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, *,
@@ -119,30 +137,13 @@ def _simplify_and_check(path: Path) -> str:
     return f"onnxslim {onnxslim.__version__}"
 
 
-def io_records(path: Path) -> tuple[list[dict], list[dict]]:
-    import onnx
-    from onnx import helper
-
-    graph = onnx.load(str(path), load_external_data=False).graph
-    initializers = {i.name for i in graph.initializer}
-
-    def record(value: Any) -> dict:
-        t = value.type.tensor_type
-        dims = [d.dim_param or d.dim_value for d in t.shape.dim]
-        return {"name": value.name, "shape": dims,
-                "dtype": str(helper.tensor_dtype_to_np_dtype(t.elem_type))}
-
-    inputs = [record(v) for v in graph.input if v.name not in initializers]
-    return inputs, [record(v) for v in graph.output]
-
-
 def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
                   atol: float, rtol: float, scale_small: bool = False) -> ValidationReport:
     """Run ONNX Runtime and PyTorch on ``VALIDATION_DRAWS`` draws of the entry's example
     inputs at each batch size (``validation_seeds``); a stream on a chain of
     ``STREAM_VALIDATION_FRAMES`` frames from its initial state, each side fed its own state.
     ``scale_small``: ``atol`` is the model's default (``validate.scale_atol``)."""
-    from edgekit.backends import OnnxRuntimeRunner
+    from edgekit.backends.onnxruntime_backend import OnnxRuntimeRunner
 
     actual: dict[str, list[np.ndarray]] = {}
     reference: dict[str, list[np.ndarray]] = {}
@@ -180,30 +181,30 @@ def validate_onnx(path: Path, form: GraphForm, batches: tuple[int, ...],
                            scale_small=scale_small)
 
 
-def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None = None,
-                batch: int = 1, dynamic_batch: bool = False, device: str | None = None,
-                atol: float | None = None, rtol: float | None = None,
-                force: bool = False, stream: bool = False) -> ExportResult:
+def export_onnx(source: ModelSource, out_dir: str | Path,
+                options: OnnxOptions | None = None) -> ExportResult:
     """Export ``source`` to an artifact folder; raises ValidationFailed beyond tolerance.
 
-    ``stream``: export the entry's streaming step (``graph_form``: the state in, the next state
-    out) rather than one call from a fresh state. An existing ``out_dir`` that edgekit did not
-    write is replaced only with ``force``."""
+    ``options.stream``: export the entry's streaming step (``graph_form``: the state in, the next
+    state out) rather than one call from a fresh state. An existing ``out_dir`` that edgekit did
+    not write is replaced only with ``options.force``."""
+    options = options if options is not None else OnnxOptions()
     settings = source.export_settings
-    opset = settings.opset if opset is None else opset
+    opset = settings.opset if options.opset is None else options.opset
     if not MIN_OPSET <= opset <= MAX_OPSET:
         raise UsageError(f"opset {opset} is outside the supported range {MIN_OPSET}..{MAX_OPSET}")
-    if batch < 1:
-        raise UsageError(f"--batch must be at least 1, got {batch}")
-    default_atol = atol is None  # a default is held to a small output's scale; a given one not
-    atol = settings.atol if atol is None else atol
-    rtol = settings.rtol if rtol is None else rtol
-    form = graph_form(source, stream)
+    batch = source.inputs.batch if options.batch is None else check_batch(options.batch)
+    dynamic_batch = options.dynamic_batch
+    # a default atol is held to a small output's scale; a given one not
+    default_atol = options.atol is None
+    atol = settings.atol if options.atol is None else options.atol
+    rtol = settings.rtol if options.rtol is None else options.rtol
+    form = graph_form(source, options.stream)
     started = time.perf_counter()
     spiking = make_spiking_net_fire(source)
     inputs = form.example_inputs(2 if dynamic_batch else batch, seed=0)
     cost = model_cost(source.model, source.example_inputs(batch=1))
-    with atomic_directory(out_dir, inputs=source.files, force=force) as staging:
+    with atomic_directory(out_dir, inputs=source.files, force=options.force) as staging:
         model_path = staging / MODEL_FILE
         simplifier = export_graph(form.module.eval(), inputs, model_path, opset=opset,
                                   input_names=form.input_names, output_names=form.output_names,
@@ -239,7 +240,7 @@ def export_onnx(source: ModelSource, out_dir: str | Path, *, opset: int | None =
             "reference": reference_record(reference, form),
             **({"stream": form.record()} if form.stream is not None else {}),
             **({"spiking": spiking} if spiking is not None else {}),
-            "target_device": device,
+            "target_device": options.device,
             "files": {MODEL_FILE: file_record(model_path),
                       REFERENCE_FILE: file_record(staging / REFERENCE_FILE)},
             "export_seconds": round(time.perf_counter() - started, 3),

@@ -15,8 +15,14 @@ from pathlib import Path
 import numpy as np
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST_SCHEMA, ExportResult, file_record, write_manifest
-from edgekit.exporters.onnx import io_records
+from edgekit.exporters.artifact import (
+    MANIFEST_SCHEMA,
+    ArtifactOptions,
+    ExportResult,
+    file_record,
+    io_records,
+    write_manifest,
+)
 from edgekit.exporters.reference import (
     DYNAMIC_VALIDATION_BATCHES,
     REFERENCE_FILE,
@@ -63,7 +69,7 @@ def _copy_model(source: Path, staging: Path) -> tuple[list[str], bool]:
 
 
 def _run(path: Path, feed: dict[str, np.ndarray], optimize: bool) -> dict[str, np.ndarray]:
-    from edgekit.backends import make_session
+    from edgekit.backends.onnxruntime_backend import make_session
 
     session = make_session(path, threads=1, optimize=optimize)
     names = [o.name for o in session.get_outputs()]
@@ -76,15 +82,16 @@ def _run(path: Path, feed: dict[str, np.ndarray], optimize: bool) -> dict[str, n
     return dict(zip(names, outs, strict=True))
 
 
-def import_onnx(target: OnnxFileTarget, out_dir: str | Path, *, device: str | None = None,
-                atol: float | None = None, rtol: float | None = None,
-                force: bool = False) -> ExportResult:
+def import_onnx(target: OnnxFileTarget, out_dir: str | Path,
+                options: ArtifactOptions | None = None) -> ExportResult:
     """Copy ``target`` into an artifact folder with its reference and check; raises
     ValidationFailed where ONNX Runtime's optimised run departs from the graph as written."""
+    options = options if options is not None else ArtifactOptions()
     started = time.perf_counter()
     defaults = ExportSettings()
-    atol = defaults.atol if atol is None else atol
-    rtol = defaults.rtol if rtol is None else rtol
+    atol = defaults.atol if options.atol is None else options.atol
+    rtol = defaults.rtol if options.rtol is None else options.rtol
+    force, device = options.force, options.device
     spec = target.inputs
     dynamic = any(axis == 0 for f in spec.fields for axis, _ in f.dynamic)
     batches = tuple(sorted({spec.batch, *DYNAMIC_VALIDATION_BATCHES})) if dynamic else (spec.batch,)

@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from edgekit.errors import CheckFailed, UnknownNameError, UsageError
-from edgekit.exporters.artifact import Artifact, ExportResult, file_record, write_manifest
+from edgekit.exporters.artifact import (
+    Artifact,
+    ArtifactOptions,
+    ExportResult,
+    file_record,
+    write_manifest,
+)
 from edgekit.exporters.calibration import (
     CALIBRATORS,
     DEFAULT_SAMPLES,
@@ -70,15 +76,15 @@ class PrecisionRefused(UsageError):
 class PrecisionConfig:
     """What ``export --to onnx --precision`` asks for."""
 
-    precision: str = "fp32"
+    name: str = "fp32"  # the precision: fp32 | fp16 | int8
     quantization: str = "static"  # int8: static (calibrated QDQ) | dynamic
     calibrator: str = "entropy"  # int8 static: ONNX Runtime's Entropy or MinMax calibration
     calib_samples: int = DEFAULT_SAMPLES
     calib_batch: int | None = None  # None: the model's fixed batch, else 32
 
     def __post_init__(self) -> None:
-        if self.precision not in onnx_names():
-            raise UnknownNameError("ONNX precision", self.precision, onnx_names())
+        if self.name not in onnx_names():
+            raise UnknownNameError("ONNX precision", self.name, onnx_names())
         if self.quantization not in QUANTIZATIONS:
             raise UnknownNameError("quantization", self.quantization, QUANTIZATIONS)
         if self.calibrator not in CALIBRATORS:
@@ -88,7 +94,7 @@ class PrecisionConfig:
 
     @property
     def calibrated(self) -> bool:
-        return self.precision == "int8" and self.quantization == "static"
+        return self.name == "int8" and self.quantization == "static"
 
 
 def precision_tolerance(precision: str, reference: np.ndarray, atol: float,
@@ -177,16 +183,16 @@ def _inlined(fp32: Path, work: Path) -> Path:
 
 def convert(fp32: Path, out: Path, config: PrecisionConfig, inputs: list[dict[str, Any]],
             samples: CalibrationSamples | None = None) -> dict[str, Any]:
-    """Write ``fp32`` at ``config.precision`` (fp16, int8) to ``out``; returns the manifest's
+    """Write ``fp32`` at ``config.name`` (fp16, int8) to ``out``; returns the manifest's
     record of how."""
-    if config.precision == "fp32":
+    if config.name == "fp32":
         raise UsageError("fp32 is the FP32 artifact itself; nothing to convert")
-    if config.precision == "int8" and config.quantization == "static" and samples is None:
+    if config.name == "int8" and config.quantization == "static" and samples is None:
         raise UsageError("--precision int8 --quantization static needs calibration samples",
                          hint="give --calib-data FILE.npz, or --quantization dynamic")
     with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
         model = _inlined(fp32, Path(work))
-        if config.precision == "fp16":
+        if config.name == "fp16":
             return _to_fp16(model, out)
         if config.quantization == "dynamic":
             return _to_int8_dynamic(model, out)
@@ -198,7 +204,7 @@ def open_session(path: Path) -> Any:
     """An active ONNX Runtime CPU runner of the converted model, 1 thread. (ONNX Runtime runs
     an operator it has no fp16 or int8 kernel for in float32, inserting the casts itself, so a
     conversion never fails to load; coverage shows in ``quantized_operators``.)"""
-    from edgekit.backends import OnnxRuntimeRunner
+    from edgekit.backends.onnxruntime_backend import OnnxRuntimeRunner
 
     runner = OnnxRuntimeRunner(path, threads=1)
     runner.activate()
@@ -279,7 +285,7 @@ def score_onnx(runner: Any, entry: Any, x: np.ndarray, y: np.ndarray,
 
 def _accuracy(fp32_path: Path, runner: Any, artifact: Artifact) -> dict[str, Any]:
     """The task metric of the FP32 and the converted model on the entry's test split."""
-    from edgekit.backends import OnnxRuntimeRunner
+    from edgekit.backends.onnxruntime_backend import OnnxRuntimeRunner
     from edgekit.data import load_dataset
     from edgekit.registry import get_entry
 
@@ -306,14 +312,15 @@ def _accuracy(fp32_path: Path, runner: Any, artifact: Artifact) -> dict[str, Any
 # -- the artifact ------------------------------------------------------------------------------
 
 
-def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionConfig, *,
-                     samples: CalibrationSamples | None = None, atol: float | None = None,
-                     rtol: float | None = None, force: bool = False,
-                     inputs: tuple[str | Path, ...] = (), check: bool = True,
-                     score: bool = True) -> ExportResult:
-    """``artifact`` (a validated FP32 ONNX artifact) converted to ``config.precision`` in a new
+def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionConfig,
+                     options: ArtifactOptions | None = None, *,
+                     samples: CalibrationSamples | None = None, inputs: tuple[str | Path, ...] = (),
+                     check: bool = True, score: bool = True) -> ExportResult:
+    """``artifact`` (a validated FP32 ONNX artifact) converted to ``config.name`` in a new
     artifact folder with the same reference; raises ValidationFailed beyond tolerance (with
-    ``check``; else the verdict is only recorded). ``score``: the test-split metric of both."""
+    ``check``; else the verdict is only recorded). ``score``: the test-split metric of both.
+    ``inputs``: further files it is made from (``--calib-data``), which it may not overwrite."""
+    options = options if options is not None else ArtifactOptions()
     from edgekit.exporters.reference import default_tolerance, reference_label
 
     started = time.perf_counter()
@@ -321,23 +328,24 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
         raise UsageError(f"{artifact.folder} is not an FP32 ONNX artifact",
                          hint="convert the FP32 export, never an already converted one")
     base_atol, base_rtol, _ = default_tolerance(artifact.manifest, "fp32")
-    atol = base_atol if atol is None else atol
-    rtol = base_rtol if rtol is None else rtol
+    atol = base_atol if options.atol is None else options.atol
+    rtol = base_rtol if options.rtol is None else options.rtol
     check_tolerances(atol, rtol)
     model = artifact.source_name
     reference = load_reference(artifact.folder / REFERENCE_FILE)
-    with atomic_directory(out_dir, inputs=(artifact.folder, *inputs), force=force) as staging:
+    with atomic_directory(out_dir, inputs=(artifact.folder, *inputs),
+                          force=options.force) as staging:
         path = staging / MODEL_FILE
         how = convert(artifact.model_path, path, config, artifact.manifest["inputs"], samples)
         ops = quantized_operators(path)
         refuse_if_nothing_quantized(ops, quantized_operators(artifact.model_path), model,
-                                     config.precision)
+                                     config.name)
         runner = open_session(path)
         try:
-            report = validate_precision(runner, reference, config.precision, atol, rtol,
+            report = validate_precision(runner, reference, config.name, atol, rtol,
                                         label=reference_label(artifact.manifest))
             if check and not report.passed:
-                raise ValidationFailed(report, f"{config.precision} export of {model}")
+                raise ValidationFailed(report, f"{config.name} export of {model}")
             accuracy = (_accuracy(artifact.model_path, runner, artifact) if score
                         else {"value": None, "note": "not scored here"})
         finally:
@@ -346,16 +354,17 @@ def export_precision(artifact: Artifact, out_dir: str | Path, config: PrecisionC
         fp32_manifest = artifact.manifest
         manifest = {
             **{k: v for k, v in fp32_manifest.items() if k not in ("files", "provenance")},
-            "precision": config.precision,
+            "precision": config.name,
             "quantization": {**how, "operators": ops,
                              "tolerance": f"max(FP32 export's atol, {TOLERANCE_HEADROOM} x "
-                                          f"{get_precision(config.precision).roundoff:g} x "
+                                          f"{get_precision(config.name).roundoff:g} x "
                                           f"max|reference|) per output"},
             "accuracy": accuracy,
             "fp32": {"file": artifact.manifest["model_file"],
                      "sha256": fp32_manifest["files"][fp32_manifest["model_file"]]["sha256"],
                      "bytes": artifact.size_bytes, "validation": fp32_manifest.get("validation")},
             "validation": report.to_dict(),
+            "target_device": options.device or fp32_manifest.get("target_device"),
             "files": {MODEL_FILE: file_record(path),
                       REFERENCE_FILE: file_record(staging / REFERENCE_FILE)},
             "export_seconds": round(time.perf_counter() - started, 3),

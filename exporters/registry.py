@@ -21,7 +21,7 @@ from edgekit.fileio import check_output
 if TYPE_CHECKING:
     from edgekit.exporters.artifact import Artifact
     from edgekit.exporters.calibration import CalibrationSamples
-    from edgekit.exporters.run import ExportOptions
+    from edgekit.exporters.options import ExportOptions
     from edgekit.targets import ModelSource, Target
 
 
@@ -52,8 +52,13 @@ class ExportJob:
         one line where it would overwrite an input or a folder edgekit did not write."""
         out = Path(self.output) if self.output is not None else \
             Path(f"{self.stem}-{suffix or self.to}")
-        check_output(out, inputs=self.protected, force=self.options.force)
+        self.check_output(out)
         return out
+
+    def check_output(self, out: str | Path) -> None:
+        """Refuse ``out`` in one line where it would overwrite an input (``protected``) or a
+        folder edgekit did not write (unless ``--force``): the one check every format makes."""
+        check_output(out, inputs=self.protected, force=self.options.force)
 
     def model(self) -> ModelSource:
         """TARGET as a PyTorch model; an artifact or an ONNX file is refused in one line."""
@@ -84,15 +89,13 @@ class ExporterSpec:
     summary: Callable[[Any], list[str]] | None = None
 
 
-def _ensure_loaded() -> None:
-    import edgekit.exporters.run  # noqa: F401  (registers the built-in formats)
-
-
-_EXPORTERS: Registry[ExporterSpec] = Registry("export format", load=_ensure_loaded)
+# edgekit.exporters.run registers the built-in formats.
+_EXPORTERS: Registry[ExporterSpec] = Registry("export format", builtins=("edgekit.exporters.run",))
 
 
 def register_exporter(spec: ExporterSpec) -> ExporterSpec:
-    _ensure_loaded()  # the built-ins first, so they keep their places in --to and its messages
+    # the built-ins first, so they keep their places in --to and its messages
+    _EXPORTERS.load_builtins()
     return _EXPORTERS.add(spec.name, spec)
 
 

@@ -11,20 +11,18 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from edgekit.errors import UsageError
-from edgekit.exporters.artifact import Artifact, load_artifact
+from edgekit.exporters.artifact import Artifact, ArtifactOptions, load_artifact
+from edgekit.exporters.artifact_validation import validate_artifact
 from edgekit.exporters.onnx import export_onnx
-from edgekit.exporters.quantize import PrecisionConfig
-from edgekit.exporters.reference import validate_artifact
+from edgekit.exporters.options import ExportOptions
 from edgekit.exporters.registry import ExporterSpec, ExportJob, get_exporter, register_exporter
-from edgekit.exporters.tensorrt import EngineBuildConfig
 from edgekit.exporters.validate import ValidationReport, check_tolerances
-from edgekit.fileio import check_output
-from edgekit.inputs import InputOverride
+from edgekit.inputs import InputOverride, check_batch
 from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
 
 Echo = Callable[[str], None]
@@ -32,25 +30,6 @@ Echo = Callable[[str], None]
 
 def _silent(line: str) -> None:
     """The default ``echo``: a library call is quiet unless asked."""
-
-
-@dataclass(frozen=True)
-class ExportOptions:
-    """How to export; ``None`` means the entry's own setting."""
-
-    opset: int | None = None
-    batch: int | None = None  # fixed batch of the ONNX model; None: the input spec's (1 built in)
-    dynamic_batch: bool = False  # a symbolic batch dimension instead
-    device: str | None = None  # device profile name, recorded in the manifest
-    atol: float | None = None  # of the export's own validation
-    rtol: float | None = None
-    engine: EngineBuildConfig = field(default_factory=EngineBuildConfig)  # tensorrt, bundle
-    calib_data: str | Path | None = None  # int8: an .npz (x, y) to calibrate with
-    cuda_graph: bool = False  # bundle: profile with CUDA graphs in its README's commands
-    precision: PrecisionConfig = field(default_factory=PrecisionConfig)  # --to onnx: fp16, int8
-    force: bool = False  # replace an existing output folder that edgekit did not write
-    stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
-    inputs: tuple[InputOverride | str, ...] = ()  # --input: a user model's or ONNX file's spec
 
 
 def _stem(name: str) -> str:
@@ -64,11 +43,10 @@ def _files(target: Target) -> list[Path]:
     return [target.folder if isinstance(target, ArtifactTarget) else target.path]
 
 
-def _import_onnx(target: OnnxFileTarget, out: str | Path, options: ExportOptions) -> Any:
+def _import_onnx(target: OnnxFileTarget, out: str | Path, options: ArtifactOptions) -> Any:
     from edgekit.exporters.onnx_file import import_onnx
 
-    return import_onnx(target, out, device=options.device, atol=options.atol, rtol=options.rtol,
-                       force=options.force)
+    return import_onnx(target, out, options)
 
 
 @contextlib.contextmanager
@@ -85,9 +63,10 @@ def _onnx_artifact(target: Target, fmt: str, options: ExportOptions,
             result = _import_onnx(target, Path(tmp) / "onnx", options)
         else:
             echo(f"exporting {target.name} to onnx first")
-            result = export_onnx(target, Path(tmp) / "onnx", opset=options.opset,
-                                 batch=options.batch, dynamic_batch=options.dynamic_batch,
-                                 device=options.device, stream=options.stream)
+            # --atol/--rtol judge what is built from this artifact; the ONNX export keeps the
+            # entry's own tolerances, and a temporary folder needs no --force
+            result = export_onnx(target, Path(tmp) / "onnx",
+                                 replace(options, atol=None, rtol=None, force=False))
         for line in result.validation.lines():
             echo(line)
         yield load_artifact(result.folder), f"exported from {target.name} for this {fmt} export"
@@ -111,8 +90,8 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
         options = replace(options, inputs=(*options.inputs, *inputs))
     spec = get_exporter(to)
     check_tolerances(options.atol, options.rtol)  # before any work
-    if options.batch is not None and options.batch < 1:
-        raise UsageError(f"--batch must be at least 1, got {options.batch}")
+    if options.batch is not None:
+        check_batch(options.batch)
     resolved = resolve_target(target, inputs=options.inputs, batch=options.batch or 1)
     if options.batch is None:  # the batch the user's --input or example inputs gave
         own = resolved.inputs.batch if not isinstance(resolved, ArtifactTarget) else 1
@@ -120,12 +99,12 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
     _check_target(resolved, to, options)
     if spec.check is not None:
         spec.check(options)  # fail at once, before any export work
-    protected = (*_files(resolved), *_calib_file(options))
+    job = ExportJob(to=to, target=resolved, output=output, options=options, echo=echo,
+                    protected=(*_files(resolved), *_calib_file(options)))
     if not spec.from_onnx:
-        return spec.export(ExportJob(to=to, target=resolved, output=output, options=options,
-                                     echo=echo, protected=protected))
+        return spec.export(job)
     if output is not None:  # before any work; the default name is known only from the source
-        check_output(output, inputs=protected, force=options.force)
+        job.check_output(output)
     with _onnx_artifact(resolved, to, options, echo) as (artifact, origin):
         if artifact.manifest.get("precision", "fp32") != "fp32":
             raise UsageError(f"{artifact.folder} is a {artifact.manifest['precision']} ONNX "
@@ -138,16 +117,15 @@ def export(target: Any, output: str | Path | None = None, *, to: str = "onnx",
             calibration = samples_for_artifact(artifact.folder, artifact.manifest,
                                                options.calib_data, options.engine.calib_samples)
             echo(f"calibrating with {calibration.count} samples from {calibration.origin}")
-        return spec.export(ExportJob(to=to, target=resolved, output=output, options=options,
-                                     echo=echo, protected=protected, artifact=artifact,
-                                     origin=origin, calibration=calibration))
+        return spec.export(replace(job, artifact=artifact, origin=origin,
+                                   calibration=calibration))
 
 
 def _onnx(job: ExportJob) -> Any:
     """A validated FP32 ONNX artifact of the model (or of an imported ONNX file), or, with
     ``--precision fp16/int8``, ONNX Runtime's conversion of the FP32 artifact."""
-    if job.options.precision.precision != "fp32":
-        return _export_precision(job.target, job.output, job.options, job.echo)
+    if job.options.precision.name != "fp32":
+        return _export_precision(job)
     out = job.folder()
     options = job.options
     if isinstance(job.target, OnnxFileTarget):
@@ -155,10 +133,7 @@ def _onnx(job: ExportJob) -> Any:
         return _import_onnx(job.target, out, options)
     source = job.model()
     job.echo(f"exporting {source.name} to onnx -> {out}")
-    return export_onnx(source, out, opset=options.opset, batch=options.batch,
-                       dynamic_batch=options.dynamic_batch, device=options.device,
-                       atol=options.atol, rtol=options.rtol, force=options.force,
-                       stream=options.stream)
+    return export_onnx(source, out, options)
 
 
 def _nir(job: ExportJob) -> Any:
@@ -168,12 +143,11 @@ def _nir(job: ExportJob) -> Any:
     out = job.folder()
     source = job.model()
     job.echo(f"exporting {source.name} to nir -> {out}")
-    return export_nir(source, out, atol=job.options.atol, rtol=job.options.rtol,
-                      force=job.options.force)
+    return export_nir(source, out, job.options)
 
 
 def _check_tensorrt(options: ExportOptions) -> None:
-    from edgekit.backends import require_cuda_gpu, require_tensorrt
+    from edgekit.backends.tensorrt_runner import require_cuda_gpu, require_tensorrt
     from edgekit.exporters.tensorrt import check_precision_supported
 
     trt = require_tensorrt()
@@ -187,12 +161,11 @@ def _tensorrt(job: ExportJob) -> Any:
 
     assert job.artifact is not None  # a from_onnx format
     build, options = job.options.engine, job.options
-    out = job.output or f"{job.stem}-tensorrt-{build.precision}"
+    out = job.folder(f"tensorrt-{build.precision}")
     job.echo(f"building a TensorRT {build.precision} engine of {job.artifact.source_name} "
              f"-> {out}")
-    return export_tensorrt(job.artifact, out, build, calibration=job.calibration,
-                           atol=options.atol, rtol=options.rtol, device=options.device,
-                           onnx_origin=job.origin, force=options.force)
+    return export_tensorrt(job.artifact, out, build, options, calibration=job.calibration,
+                           onnx_origin=job.origin)
 
 
 def _jetson_bundle(job: ExportJob) -> Any:
@@ -200,7 +173,7 @@ def _jetson_bundle(job: ExportJob) -> Any:
     from edgekit.exporters.jetson_bundle import write_jetson_bundle
 
     assert job.artifact is not None  # a from_onnx format
-    return write_jetson_bundle(job.artifact, job.output or f"{job.stem}-jetson", job.options.engine,
+    return write_jetson_bundle(job.artifact, job.folder("jetson"), job.options.engine,
                                calibration=job.calibration, cuda_graph=job.options.cuda_graph,
                                force=job.options.force)
 
@@ -214,7 +187,7 @@ def _check_target(target: Target, to: str, options: ExportOptions) -> None:
     """What this target cannot be exported to, in one line before any work."""
     _check_stream(target, to, options)
     if isinstance(target, ArtifactTarget) and to in ("onnx", "nir") \
-            and options.precision.precision == "fp32":
+            and options.precision.name == "fp32":
         raise UsageError(f"{target.folder} is already an artifact; --to {to} exports a model",
                          hint="give the model or checkpoint it came from, or convert it with "
                               "--precision fp16/int8")
@@ -236,8 +209,8 @@ def _check_stream(target: Target, to: str, options: ExportOptions) -> None:
         raise UsageError("--stream applies when exporting from a model or checkpoint; the "
                          "target is already an ONNX artifact",
                          hint="an artifact exported with --stream streams already")
-    if to == "onnx" and options.precision.precision != "fp32":
-        raise UsageError(f"--stream exports FP32 ONNX; {options.precision.precision} "
+    if to == "onnx" and options.precision.name != "fp32":
+        raise UsageError(f"--stream exports FP32 ONNX; {options.precision.name} "
                          f"conversion of a streaming graph is not supported",
                          hint="build a TensorRT --precision fp16 engine from it instead")
     if options.engine.precision == "int8":
@@ -245,17 +218,16 @@ def _check_stream(target: Target, to: str, options: ExportOptions) -> None:
                          "inputs", hint="use --precision fp16 or fp32")
 
 
-def _export_precision(target: Target, output: str | Path | None, options: ExportOptions,
-                      echo: Echo) -> Any:
+def _export_precision(job: ExportJob) -> Any:
     """An fp16 or int8 ONNX artifact: the FP32 artifact first (TARGET itself where it is one),
     then ONNX Runtime's conversion, validated against the FP32 reference and scored."""
     from edgekit.exporters.quantize import export_precision
 
+    options, echo = job.options, job.echo
     config = options.precision
-    if output is not None:
-        check_output(output, inputs=[*_files(target), *_calib_file(options)],
-                     force=options.force)
-    with _onnx_artifact(target, "onnx", options, echo) as (artifact, _):
+    if job.output is not None:  # before any work; the default name needs the artifact
+        job.check_output(job.output)
+    with _onnx_artifact(job.target, "onnx", options, echo) as (artifact, _):
         samples = None
         if config.calibrated:
             from edgekit.exporters.calibration import samples_for_artifact
@@ -263,13 +235,10 @@ def _export_precision(target: Target, output: str | Path | None, options: Export
             samples = samples_for_artifact(artifact.folder, artifact.manifest,
                                            options.calib_data, config.calib_samples)
             echo(f"calibrating with {samples.count} samples from {samples.origin}")
-        out = output or f"{_stem(artifact.source_name)}-onnx-{config.precision}"
-        if output is None:
-            check_output(out, inputs=_files(target), force=options.force)
-        echo(f"converting {artifact.source_name} to {config.precision} -> {out}")
+        out = replace(job, artifact=artifact).folder(f"onnx-{config.name}")
+        echo(f"converting {artifact.source_name} to {config.name} -> {out}")
         inputs = tuple(p for p in (options.calib_data,) if p is not None)
-        return export_precision(artifact, out, config, samples=samples, atol=options.atol,
-                                rtol=options.rtol, force=options.force, inputs=inputs)
+        return export_precision(artifact, out, config, options, samples=samples, inputs=inputs)
 
 
 @dataclass(frozen=True)
@@ -296,7 +265,7 @@ def validate(target: Any, against: str = "reference", atol: float | None = None,
     with tempfile.TemporaryDirectory(prefix="edgekit-validate-") as tmp:
         folder = Path(tmp) / f"{_stem(resolved.name)}-onnx"
         if isinstance(resolved, OnnxFileTarget):
-            _import_onnx(resolved, folder, ExportOptions(atol=atol, rtol=rtol))
+            _import_onnx(resolved, folder, ArtifactOptions(atol=atol, rtol=rtol))
         else:
             export_onnx(resolved, folder)
         return Validation(*validate_artifact(folder, against, atol, rtol))

@@ -305,12 +305,6 @@ class WBMM(nn.Module):
         return new.train(self.training)
 
 
-def receptive_field(window: int | Sequence[int]) -> Window:
-    """The depthwise kernel a window is equivalent to inside each window: (2wh-1, 2ww-1)."""
-    wh, ww = as_window(window)
-    return 2 * wh - 1, 2 * ww - 1
-
-
 def flops(batch: int, channels: int, height: int, width: int, window: int | Sequence[int]) -> int:
     """FLOPs of one call (2 per multiply-accumulate), padding included, as torch counts them."""
     wh, ww = as_window(window)

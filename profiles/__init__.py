@@ -6,6 +6,7 @@ ones.
 """
 from edgekit.profiles.calibrate import calibrate, generic_profile_for
 from edgekit.profiles.detect import detect_profile
+from edgekit.profiles.device_profile import DeviceProfile, PowerMode, PowerSensor
 from edgekit.profiles.loader import (
                                      list_profiles,
                                      load_profile,
@@ -14,7 +15,6 @@ from edgekit.profiles.loader import (
                                      profile_to_dict,
                                      user_profile_dir,
 )
-from edgekit.profiles.schema import DeviceProfile, PowerMode, PowerSensor
 
 __all__ = [
     "DeviceProfile",

@@ -22,8 +22,8 @@ from edgekit.errors import UnknownNameError, UsageError
 from edgekit.fileio import atomic_write_json
 from edgekit.precisions import all_names, calibrated_names, get_precision, list_precisions
 from edgekit.profiles.detect import best_match, detect_profile
+from edgekit.profiles.device_profile import DeviceProfile
 from edgekit.profiles.loader import calibration_path, list_profiles, load_profile, read_calibration
-from edgekit.profiles.schema import DeviceProfile
 from edgekit.provenance import machine
 
 _MAX_N = {"cpu": 2048, "cuda": 8192}  # 2048: ~0.1 s per fp32 GEMM on 2 cores

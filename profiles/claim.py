@@ -19,7 +19,7 @@ from pathlib import Path
 
 from edgekit.errors import UsageError
 from edgekit.profiles import detect
-from edgekit.profiles.schema import DeviceProfile
+from edgekit.profiles.device_profile import DeviceProfile
 
 _ARCH_ALIASES = {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}
 _JETSON_KEYS = ("device_tree_model", "nv_tegra_release")

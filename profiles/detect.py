@@ -16,8 +16,8 @@ from pathlib import Path
 import psutil
 
 from edgekit.errors import UsageError
+from edgekit.profiles.device_profile import DeviceProfile
 from edgekit.profiles.loader import list_profiles
-from edgekit.profiles.schema import DeviceProfile
 
 _FROM_MACHINE = "read from this machine"
 

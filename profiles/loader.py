@@ -20,6 +20,7 @@ import functools
 import json
 import math
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +30,10 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from edgekit.backends.registry import backend_names
-from edgekit.errors import ProfileError, UnknownNameError, UsageError
+from edgekit.errors import ProfileError, ProfileWarning, UnknownNameError, UsageError
 from edgekit.paths import edgekit_home
 from edgekit.precisions import all_names
-from edgekit.profiles.schema import (
+from edgekit.profiles.device_profile import (
     DEVICE_KINDS,
     ENERGY_EVENTS,
     SENSOR_KINDS,
@@ -40,6 +41,7 @@ from edgekit.profiles.schema import (
     PowerMode,
     PowerSensor,
 )
+from edgekit.schema import ANY_OBJECT, NUMBER, STR, MapOf, Object, Optional, check
 
 PROFILE_DIR = Path(__file__).resolve().parent
 CALIBRATION_FILE = "calibration.json"
@@ -308,16 +310,20 @@ def _calibration_error(path: Path, field: str, problem: str) -> ProfileError:
     return ProfileError(f"{path}: field '{field}' {problem}", hint=_CALIBRATE_HINT)
 
 
+# calibration.json's shape (edgekit.schema); what the figures mean is checked below.
+_CALIBRATION_SCHEMA = Object({"profiles": MapOf(Object({
+    "date": STR,
+    "machine": Optional(ANY_OBJECT),
+    "peak_flops": MapOf(NUMBER),
+    "memory_bandwidth_bytes_s": Optional(NUMBER),
+}))})
+
+
 def _validate_calibration(path: Path, document: Any) -> dict[str, dict[str, Any]]:
-    entries = document.get("profiles") if isinstance(document, dict) else None
-    if not isinstance(entries, dict):
-        raise _calibration_error(path, "profiles", "must be a table of profile names")
+    check(document, _CALIBRATION_SCHEMA, str(path), hint=_CALIBRATE_HINT, error=ProfileError)
+    entries = document["profiles"]
     for name, entry in entries.items():
         prefix = f"profiles.{name}"
-        if not isinstance(entry, dict) or not isinstance(entry.get("date"), str) \
-                or not isinstance(entry.get("machine", {}), dict) \
-                or not isinstance(entry.get("peak_flops"), dict):
-            raise _calibration_error(path, prefix, "must hold 'date', 'machine' and 'peak_flops'")
         if not entry["peak_flops"]:  # a calibration measures at least one peak
             raise _calibration_error(path, f"{prefix}.peak_flops", "holds no precision")
         numbers = {f"peak_flops.{p}": v for p, v in entry["peak_flops"].items()}
@@ -326,8 +332,7 @@ def _validate_calibration(path: Path, document: Any) -> dict[str, dict[str, Any]
         for field, value in numbers.items():
             if field.startswith("peak_flops.") and field.split(".", 1)[1] not in all_names():
                 raise _calibration_error(path, f"{prefix}.{field}", "is not a known precision")
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not 0 < value < math.inf:
+            if not 0 < value < math.inf:
                 raise _calibration_error(path, f"{prefix}.{field}",
                                          f"must be a positive number, got {value!r}")
     return entries
@@ -394,8 +399,14 @@ def profile_source(profile: DeviceProfile) -> str:
     return "user" if folder == user_profile_dir().resolve() else "file"
 
 
-def _profile_files() -> dict[str, Path]:
-    """Every profile file by name; a user file with a packaged profile's name is refused."""
+def _skip(error: ProfileError) -> None:
+    """Leave a user's profile file out of a listing, with a warning naming it."""
+    warnings.warn(f"{error}; left out of the device profiles", ProfileWarning, stacklevel=1)
+
+
+def _profile_files(listing: bool = False) -> dict[str, Path]:
+    """Every profile file by name. A user file with a packaged profile's name is refused, or,
+    when ``listing``, left out with a warning (one stray file must not stop every command)."""
     files = {path.stem: path for path in sorted(PROFILE_DIR.glob("*.toml"))}
     user_dir = user_profile_dir()
     try:
@@ -405,8 +416,12 @@ def _profile_files() -> dict[str, Path]:
                            hint="point EDGEKIT_HOME at a folder") from exc
     for path in user_files:
         if path.stem in files:
-            raise ProfileError(f"{path}: user profile '{path.stem}' would shadow the packaged "
-                               f"{files[path.stem]}; rename the user file (and its name field)")
+            error = ProfileError(f"{path}: user profile '{path.stem}' would shadow the packaged "
+                                 f"{files[path.stem]}; rename the user file (and its name field)")
+            if not listing:
+                raise error
+            _skip(error)
+            continue
         files[path.stem] = path
     return files
 
@@ -431,13 +446,23 @@ def load_profile(name_or_path: str | os.PathLike[str]) -> DeviceProfile:
 
 
 def profile_names() -> list[str]:
-    return sorted(_profile_files())
+    return sorted(_profile_files(listing=True))
 
 
 def list_profiles() -> list[DeviceProfile]:
-    """Every shipped and user profile, sorted by name; the first invalid file raises
-    ProfileError."""
-    return [load_profile(path) for _, path in sorted(_profile_files().items())]
+    """Every shipped and user profile, sorted by name, as device detection and the listings
+    see them. A user's file that does not load is left out with a ``ProfileWarning`` naming it,
+    so one broken file does not stop every command that detects the device (loading it by
+    name still raises its ProfileError); a packaged file that does not load raises."""
+    profiles = []
+    for _, path in sorted(_profile_files(listing=True).items()):
+        try:
+            profiles.append(load_profile(path))
+        except ProfileError as error:
+            if path.parent.resolve() == PROFILE_DIR:
+                raise
+            _skip(error)
+    return profiles
 
 
 def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 Bad inputs (undecodable or absurdly nested profiles, EDGEKIT_HOME a file, ``--json ''``, .npy or
 corrupt .npz data, tiny datasets, an empty mode list, unreadable files) exit 2; a bug in edgekit
-exits 1 with ``internal error``; an interrupt at any point, start-up included, exits 130.
+exits 1 with ``internal error``; an interrupt at any point, start-up included, exits 130. A
+user's broken profile is left out of the listings with one warning line, and an error only where
+it is asked for by name.
 """
 from __future__ import annotations
 
@@ -52,10 +54,15 @@ def test_a_profile_nested_5000_deep_is_one_line(tmp_path):
 
 
 @pytest.mark.parametrize("content", [b"\xff\xfe\x00garbage", b"x = " + b"{a = " * 5000])
-def test_a_bad_user_profile_is_one_line(edgekit_home, content):
+def test_a_bad_user_profile_is_one_warning_line_and_one_error_when_named(edgekit_home, content):
     (edgekit_home / "profiles").mkdir()
     (edgekit_home / "profiles" / "mine.toml").write_bytes(content)
-    _one_line(_run("devices"), 2, "mine.toml", "invalid TOML")
+    listed = _run("devices")  # left out: the other profiles and detection still work
+    assert listed.exit_code == 0, listed.output
+    (warning,) = listed.stderr.strip().splitlines()
+    assert warning.startswith("edgekit: warning: ") and "mine.toml" in warning
+    assert "invalid TOML" in warning and "* detected:" in listed.stdout
+    _one_line(_run("devices", "--show", "mine"), 2, "mine.toml", "invalid TOML")
 
 
 def test_edgekit_home_pointing_at_a_file_is_one_line(tmp_path, monkeypatch):

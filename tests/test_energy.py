@@ -34,7 +34,7 @@ from edgekit.energy import (
 )
 from edgekit.energy.rapl import counter_delta
 from edgekit.errors import MissingDependencyError, SensorError, UnknownNameError, UsageError
-from edgekit.profiles.schema import DeviceProfile, PowerMode, PowerSensor
+from edgekit.profiles.device_profile import DeviceProfile, PowerMode, PowerSensor
 
 NEVER = 3600.0  # sampling interval that keeps the background thread from firing in a test
 HAS_PYNVML = importlib.util.find_spec("pynvml") is not None

@@ -11,7 +11,13 @@ import torch
 
 from edgekit.backends import OnnxRuntimeRunner
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters import ValidationFailed, compare_outputs, export_onnx, load_artifact
+from edgekit.exporters import (
+    OnnxOptions,
+    ValidationFailed,
+    compare_outputs,
+    export_onnx,
+    load_artifact,
+)
 from edgekit.exporters.reference import VALIDATION_DRAWS
 from edgekit.registry import ExportSettings, all_names
 from edgekit.targets import load_model_source
@@ -40,7 +46,7 @@ def test_every_model_exports_and_validates(name, tmp_path):
 
 def test_dynamic_batch_runs_at_any_batch(tmp_path):
     source = load_model_source("ds-cnn")
-    export_onnx(source, tmp_path / "art", dynamic_batch=True)
+    export_onnx(source, tmp_path / "art", OnnxOptions(dynamic_batch=True))
     art = load_artifact(tmp_path / "art")
     assert art.manifest["inputs"][0]["shape"][0] == "batch"
     x = source.entry.example_inputs(batch=7)[0]
@@ -124,7 +130,8 @@ def test_compare_outputs_statistics_on_known_arrays():
 
 
 def test_manifest_records_provenance(tmp_path):
-    export_onnx(load_model_source("mlp:small"), tmp_path / "art", device="generic-x86-64-cpu")
+    export_onnx(load_model_source("mlp:small"), tmp_path / "art",
+                OnnxOptions(device="generic-x86-64-cpu"))
     manifest = json.loads((tmp_path / "art" / "manifest.json").read_text())
     assert manifest["target_device"] == "generic-x86-64-cpu"
     assert {"torch", "onnx", "onnxruntime"} <= set(manifest["provenance"]["versions"])
@@ -154,3 +161,22 @@ def test_an_edgekit_node_no_lowering_claims_fails_the_export(tmp_path):
     with pytest.raises(CheckFailed, match="edgekit::NoSuchOp, which no lowering rewrites"):
         export_graph(_Marked(), (torch.randn(2, 3),), tmp_path / "m.onnx", opset=18,
                      input_names=["x"], output_names=["y"], dynamo=False)
+
+
+def test_a_batch_below_1_is_the_same_usage_error_everywhere(tmp_path):
+    """export, export_onnx, estimate and profile's settings share one check
+    (``edgekit.inputs.check_batch``), made before any work."""
+    import edgekit
+    from edgekit.estimate import estimate
+    from edgekit.profiler.run import ProfileSettings
+
+    calls = (lambda: edgekit.export("mlp:small", tmp_path / "a",
+                                    options=edgekit.ExportOptions(batch=0)),
+             lambda: export_onnx(load_model_source("mlp:small"), tmp_path / "b",
+                                 OnnxOptions(batch=0)),
+             lambda: estimate("mlp:small", batch=0),
+             lambda: ProfileSettings(batch=0))
+    for call in calls:
+        with pytest.raises(UsageError, match="^--batch must be at least 1, got 0$"):
+            call()
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

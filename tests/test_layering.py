@@ -78,3 +78,117 @@ def test_generic_code_never_imports_a_method() -> None:
         offenders.extend(f"{rel}: {name}" for name in sorted(_imported_modules(path))
                          if name.startswith("edgekit.methods."))
     assert not offenders, "generic modules import a method:\n" + "\n".join(offenders)
+
+
+def _module_name(rel: str) -> str:
+    """``exporters/tensorrt/build.py`` -> ``edgekit.exporters.tensorrt.build``."""
+    parts = ["edgekit", *rel.removesuffix(".py").split("/")]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports: every ``import`` statement, at the top, inside
+    functions and under ``TYPE_CHECKING`` alike (a circle only hidden from the first import is
+    still a circle), relative ones resolved; ``from package import name`` points at the
+    submodule ``name`` where there is one, else at the package."""
+    files = {_module_name(rel): (rel, path) for rel, path in _source_files()}
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, (rel, path) in files.items():
+        package = name if rel.endswith("__init__.py") else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                graph[name].update(a.name for a in node.names if a.name in files)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                    base = f"{anchor}.{base}" if base else anchor
+                for alias in node.names:
+                    if f"{base}.{alias.name}" in files:
+                        graph[name].add(f"{base}.{alias.name}")
+                    elif base in files:
+                        graph[name].add(base)
+        graph[name].discard(name)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[tuple[list[str], list[str]]]:
+    """Each strongly connected component of more than one module (Tarjan's algorithm) as a
+    shortest circle through its first module (``[a, b, c, a]``) and the component's other
+    modules, which longer circles pass through."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for succ in sorted(graph[node]):
+            if succ not in index:
+                visit(succ)
+                low[node] = min(low[node], low[succ])
+            elif succ in on_stack:
+                low[node] = min(low[node], index[succ])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    circles = []
+    for component in sorted(components):
+        circle = _shortest_circle(graph, component)
+        circles.append((circle, sorted(set(component) - set(circle))))
+    return circles
+
+
+def _shortest_circle(graph: dict[str, set[str]], component: list[str]) -> list[str]:
+    """A shortest path from the component's first module back to itself, breadth first."""
+    start, members = component[0], set(component)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        for node in frontier:
+            if start in graph[node]:
+                return [*paths[node], start]
+        following = []
+        for node in frontier:
+            for succ in sorted(graph[node] & members):
+                if succ not in paths:
+                    paths[succ] = [*paths[node], succ]
+                    following.append(succ)
+        frontier = following
+    raise AssertionError(f"no circle through {start} in {component}")
+
+
+def test_import_graph_sees_every_kind_of_import() -> None:
+    graph = _import_graph()
+    assert "edgekit.exporters.tensorrt.shapes" in graph["edgekit.exporters.tensorrt.config"]
+    # imported inside a function only
+    assert "edgekit.exporters.quantize" in graph["edgekit.exporters.artifact_validation"]
+    assert "edgekit.exporters.options" in graph["edgekit.exporters.registry"]  # TYPE_CHECKING
+    assert "edgekit.backends.tensorrt_runner" in graph["edgekit.exporters.tensorrt.build"]
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == [
+        (["a", "b", "c", "a"], [])]
+    assert _circles({"a": {"b", "c"}, "b": {"a"}, "c": {"b"}, "d": {"e"}, "e": {"d"}}) == [
+        (["a", "b", "a"], ["c"]), (["d", "e", "d"], [])]
+
+
+def test_no_import_circles() -> None:
+    """Modules import each other one way: a circle means a shared piece lives in the wrong
+    module (move it down into one both import) or a factory sits beside its base class."""
+    circles = _circles(_import_graph())
+    assert not circles, "import circles in the package:\n" + "\n".join(
+        " -> ".join(circle) + (f" (and through {', '.join(others)})" if others else "")
+        for circle, others in circles)

@@ -148,10 +148,11 @@ def _with_graph_of(artifact, tmp_path, other):
 def test_another_graph_under_the_manifest_is_refused(artifact, tmp_path):
     """Issue 45: another export's model.onnx, rehashed into the manifest, was profiled under
     the manifest's name; one of another interface (here batch 2) no longer is."""
-    from edgekit.exporters import export_onnx
+    from edgekit.exporters import OnnxOptions, export_onnx
     from edgekit.targets import load_model_source
 
-    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other", batch=2).folder
+    other = export_onnx(load_model_source("mlp:small"), tmp_path / "other",
+                        OnnxOptions(batch=2)).folder
     bad = _with_graph_of(artifact, tmp_path, other)
     line = _one_line_error(_run("profile", str(bad), "--backend", "onnxruntime",
                                 "--duration", "0.1"))

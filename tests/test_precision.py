@@ -48,7 +48,7 @@ def int8(fp32, tmp_path_factory):
     samples = samples_from_dataset(load_model_source(fp32.manifest["source"]["checkpoint"])
                                    .entry.task, count=64)
     return export_precision(fp32, tmp_path_factory.mktemp("int8") / "mlp-int8",
-                            PrecisionConfig(precision="int8", calib_samples=64), samples=samples)
+                            PrecisionConfig(name="int8", calib_samples=64), samples=samples)
 
 
 def _run(*args: str):
@@ -106,12 +106,12 @@ def test_tolerance_follows_the_precision_and_a_broken_int8_graph_fails(fp32, int
 
 
 def test_fp16_and_dynamic_int8(fp32, tmp_path):
-    fp16 = export_precision(fp32, tmp_path / "fp16", PrecisionConfig(precision="fp16"),
+    fp16 = export_precision(fp32, tmp_path / "fp16", PrecisionConfig(name="fp16"),
                             score=False)
     assert fp16.validation.passed and "fp16" in fp16.manifest["quantization"]["method"]
     assert fp16.validation.outputs[0].max_abs <= 16 * get_precision("fp16").roundoff * 20
     dynamic = export_precision(fp32, tmp_path / "dyn",
-                               PrecisionConfig(precision="int8", quantization="dynamic"),
+                               PrecisionConfig(name="int8", quantization="dynamic"),
                                score=False)
     q = dynamic.manifest["quantization"]
     assert q["calibration"] is None and "DynamicQuantizeLinear" in q["operators"]
@@ -126,7 +126,7 @@ def test_int8_of_a_graph_with_no_quantizable_operator_is_refused_naming_them(tmp
                                helper.make_node("Cos", ["s"], ["y"])], "g", [x], [y])
     path = tmp_path / "trig.onnx"
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    config = PrecisionConfig(precision="int8", quantization="dynamic")
+    config = PrecisionConfig(name="int8", quantization="dynamic")
     convert(path, tmp_path / "q.onnx", config, [{"name": "x", "shape": [1, 4]}])
     with pytest.raises(PrecisionRefused, match=r"trig-net has no operator .* Cos, Sin"):
         refuse_if_nothing_quantized(quantized_operators(tmp_path / "q.onnx"),
@@ -136,12 +136,12 @@ def test_int8_of_a_graph_with_no_quantizable_operator_is_refused_naming_them(tmp
 def test_wrong_shape_calibration_and_unknown_names_are_usage_errors(fp32, tmp_path):
     bad = CalibrationSamples({"input": np.zeros((8, 3, 3), np.float32)}, "bad")
     with pytest.raises(UsageError, match="calibration samples of 'input' have shape 3x3"):
-        export_precision(fp32, tmp_path / "x", PrecisionConfig(precision="int8"), samples=bad)
+        export_precision(fp32, tmp_path / "x", PrecisionConfig(name="int8"), samples=bad)
     assert not (tmp_path / "x").exists()  # nothing half-written
     with pytest.raises(UsageError, match="needs calibration samples"):
-        export_precision(fp32, tmp_path / "x", PrecisionConfig(precision="int8"))
+        export_precision(fp32, tmp_path / "x", PrecisionConfig(name="int8"))
     with pytest.raises(UsageError, match="unknown ONNX precision 'int4'"):
-        PrecisionConfig(precision="int4")
+        PrecisionConfig(name="int4")
     assert parse_precisions("fp32,int8") == ("fp32", "int8") and set(onnx_names()) == {
         "fp32", "fp16", "int8"}
     for text, message in (("fp32,fp8", "unknown precision 'fp8'"), ("fp32,", "comma-separated"),

@@ -6,7 +6,7 @@ import torch
 
 from edgekit.backends import torch_backend
 from edgekit.errors import UsageError
-from edgekit.exporters import export_onnx
+from edgekit.exporters import OnnxOptions, export_onnx
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.targets import load_model_source
@@ -57,7 +57,7 @@ def test_estimated_energy_is_labelled_and_consistent(tmp_path):
 
 
 def test_profile_artifact_and_onnx_file(tmp_path):
-    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "art", dynamic_batch=True)
+    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "art", OnnxOptions(dynamic_batch=True))
     settings = ProfileSettings(backend="onnxruntime", batch=4, threads=1, plan=QUICK, energy="none")
     report = profile(str(tmp_path / "art"), settings)
     _check_report(report, batch=4)
@@ -68,7 +68,7 @@ def test_profile_artifact_and_onnx_file(tmp_path):
 
 
 def test_profile_errors(tmp_path):
-    export_onnx(load_model_source("mlp:small"), tmp_path / "art", batch=2)
+    export_onnx(load_model_source("mlp:small"), tmp_path / "art", OnnxOptions(batch=2))
     art = str(tmp_path / "art")
     with pytest.raises(UsageError, match="--backend onnxruntime"):
         profile(art, ProfileSettings(backend="torch", plan=QUICK))
@@ -110,7 +110,7 @@ def test_a_gpu_report_renders_whatever_memory_figures_its_backend_wrote(gpu_memo
     as each GPU backend writes it (torch's from its own function of the CUDA readings)."""
     from rich.console import Console
 
-    from edgekit.cli.profile import render_profile
+    from edgekit.cli.profile_table import render_profile
 
     report = profile("mlp:small", ProfileSettings(threads=1, plan=QUICK, energy="none"))
     report["backend"] = {**report["backend"], "device": "cuda:0", "gpu_memory": gpu_memory()}

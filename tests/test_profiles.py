@@ -26,8 +26,8 @@ from edgekit.profiles import (
     profile_names,
 )
 from edgekit.profiles.claim import measured_on, mismatch
+from edgekit.profiles.device_profile import DEVICE_KINDS, SENSOR_KINDS
 from edgekit.profiles.loader import PROFILE_DIR
-from edgekit.profiles.schema import DEVICE_KINDS, SENSOR_KINDS
 
 NAMES = profile_names()
 
@@ -405,7 +405,9 @@ def test_datasheet_and_foreign_profiles_are_not_calibrated() -> None:
     ("{not json", "not valid JSON: .*line 1"),
     ('{"profiles": {"generic-x86-64-cpu": {"date": "d", "peak_flops": {"fp32": -1}}}}',
      "field 'profiles.generic-x86-64-cpu.peak_flops.fp32' must be a positive number"),
-    ('{"profiles": []}', "field 'profiles' must be a table"),
+    ('{"profiles": []}', "field 'profiles' must be an object, got list"),
+    ('{"profiles": {"generic-x86-64-cpu": {"peak_flops": {"fp32": 1}}}}',
+     "field 'profiles\\[\"generic-x86-64-cpu\"\\].date' is missing"),
     # issue 45: no figure at all was accepted and shown as "figures: measured"
     ('{"profiles": {"generic-x86-64-cpu": {"date": "d", "peak_flops": {}}}}',
      "field 'profiles.generic-x86-64-cpu.peak_flops' holds no precision"),

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from dataclasses import replace
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from edgekit.energy.registry import get_meter, list_meters, register_meter
 from edgekit.errors import (
     MissingDependencyError,
     ProfileError,
+    ProfileWarning,
     SensorError,
     UnknownNameError,
     UsageError,
@@ -35,14 +37,15 @@ from edgekit.precisions import (
 from edgekit.profiler.run import ProfileSettings, profile
 from edgekit.profiler.timing import TimingPlan
 from edgekit.profiles import (
+    detect_profile,
     list_profiles,
     load_profile,
     profile_names,
     profile_source,
     user_profile_dir,
 )
+from edgekit.profiles.device_profile import SENSOR_KINDS
 from edgekit.profiles.loader import PROFILE_DIR
-from edgekit.profiles.schema import SENSOR_KINDS
 from edgekit.registry import get_entry, list_models, register_model
 
 DATASETS = list_datasets()
@@ -80,6 +83,34 @@ def test_every_precision_is_known_to_the_profile_schema_and_calibration(precisio
     else:
         assert isinstance(getattr(torch, precision.torch_dtype), torch.dtype)
         assert _skip_reason(precision.name, "cuda") is None
+
+
+def test_a_precision_registered_after_import_reaches_every_reader(tmp_path):
+    """The name lists are read when asked: a precision a plugin registers after the profile
+    loader, the engine config and the trtexec command lines were imported is known to all of
+    them (in a process of its own: the registry cannot forget a name)."""
+    board = tmp_path / "fp6-board.toml"
+    board.write_text((PROFILE_DIR / "nvidia-h200.toml").read_text()
+                     .replace('name = "nvidia-h200"', 'name = "fp6-board"')
+                     .replace("[peak]\n", "[peak]\nfp6 = 1.5\n")
+                     .replace("[sources]\n", '[sources]\n"peak.fp6" = "a test figure"\n'))
+    code = textwrap.dedent(f"""
+        from edgekit.exporters.tensorrt import EngineBuildConfig, trtexec_build_args
+        from edgekit.precisions import (Precision, all_names, calibrated_names, onnx_names,
+                                        register_precision, tensorrt_names)
+        from edgekit.profiles import load_profile
+
+        register_precision(Precision(name="fp6", torch_dtype=None, roundoff=2.0**-3, onnx=True,
+                                     calibrate=True, trtexec_flag="--fp6", builder_flag="FP6"))
+        for names in (all_names, calibrated_names, onnx_names, tensorrt_names):
+            assert "fp6" in names(), names
+        assert "--fp6" in trtexec_build_args(EngineBuildConfig(precision="fp6"))
+        assert load_profile({str(board)!r}).peak_flops["fp6"] == 1.5e12
+        print("ok")
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 @pytest.mark.parametrize("name", tensorrt_names())
@@ -207,32 +238,44 @@ def test_a_user_profile_is_listed_with_its_source_by_edgekit_devices(tmp_path):
     ("name = [unclosed", "invalid TOML"),
     ('name = "broken"\nkind = "jetson"\ncolour = "red"\n', "colour"),
 ])
-def test_a_malformed_user_profile_is_refused_naming_its_file(text, problem):
+def test_a_malformed_user_profile_is_left_out_with_a_warning_naming_it(text, problem):
     path = user_profile_dir() / "broken.toml"
     path.parent.mkdir(parents=True)
     path.write_text(text)
-    with pytest.raises(ProfileError, match=problem) as info:
-        list_profiles()
-    assert str(path) in str(info.value) and "\n" not in str(info.value)
+    _user_copy("jetson-nano", "lab-nano")  # a good user profile beside it still counts
+    with pytest.warns(ProfileWarning, match=problem) as caught:
+        names = [p.name for p in list_profiles()]
+    assert "broken" not in names and {"lab-nano", "jetson-nano"} <= set(names)
+    (warning,) = caught
+    assert str(path) in str(warning.message) and "\n" not in str(warning.message)
+    with pytest.warns(ProfileWarning):
+        detect_profile()  # detection goes on without it
+    with pytest.raises(ProfileError, match=problem):  # asked for by name, it is an error
+        load_profile("broken")
 
 
-def test_a_malformed_user_profile_is_one_line_from_the_cli():
+def test_a_malformed_user_profile_is_one_warning_line_from_the_cli():
     path = user_profile_dir() / "broken.toml"
     path.parent.mkdir(parents=True)
     path.write_text("name = [unclosed")
     proc = _edgekit("devices")
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert lines[0].startswith("edgekit: error:") and str(path) in lines[0]
+    assert proc.returncode == 0 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("edgekit: warning:") and str(path) in lines[0]
+    assert "invalid TOML" in lines[0] and "* detected:" in proc.stdout
+    proc = _edgekit("devices", "--show", "broken")
+    assert proc.returncode == 2 and str(path) in proc.stderr
 
 
 def test_a_user_profile_may_not_shadow_a_packaged_one():
     path = _user_copy("jetson-nano", "jetson-nano")
-    for call in (list_profiles, lambda: load_profile("jetson-nano")):
-        with pytest.raises(ProfileError, match="would shadow") as info:
-            call()
-        assert str(path) in str(info.value)
-        assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)
+    with pytest.raises(ProfileError, match="would shadow") as info:
+        load_profile("jetson-nano")
+    assert str(path) in str(info.value)
+    assert str(PROFILE_DIR / "jetson-nano.toml") in str(info.value)
+    with pytest.warns(ProfileWarning, match="would shadow"):  # listed: the packaged one
+        listed = [p for p in list_profiles() if p.name == "jetson-nano"]
+    assert [p.path for p in listed] == [PROFILE_DIR / "jetson-nano.toml"]
 
 
 # --- the one registry type behind them all ----------------------------------------------------

@@ -18,9 +18,9 @@ from edgekit.compare.spiking import spiking_fields
 from edgekit.data import DIGITS, load_dataset
 from edgekit.errors import UsageError
 from edgekit.exporters import load_artifact
+from edgekit.exporters.artifact_validation import validate_artifact
 from edgekit.exporters.graph_form import graph_form
 from edgekit.exporters.onnx import validate_onnx
-from edgekit.exporters.reference import validate_artifact
 from edgekit.methods import spik4lite as s4
 from edgekit.profiler.run import ProfileSettings
 from edgekit.profiler.timing import TimingPlan

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from edgekit.backends import execution_providers
 from edgekit.backends.base import Runner
-from edgekit.backends.tensorrt_backend import (
+from edgekit.backends.tensorrt_runner import (
     IOSpec,
     require_cuda_gpu,
     require_tensorrt,
@@ -479,15 +479,15 @@ class _PhasedRunner(Runner):
 def test_profiler_reports_phases_of_the_timed_iterations():
     from rich.console import Console
 
-    from edgekit.cli.profile import render_profile
+    from edgekit.cli.profile_table import render_profile
     from edgekit.profiler import run as run_module
     from edgekit.profiler.timing import TimingPlan
     from edgekit.targets import ArtifactTarget
 
     runner = _PhasedRunner()
-    prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake", source={},
-                                    flops_per_sample=None, params=None, size_bytes=1,
-                                    size_source="test")
+    prepared = run_module._Prepared(runner=runner, feed={"x": np.zeros(1)}, name="fake",
+                                    source_record={}, flops_per_sample=None, params=None,
+                                    size_bytes=1, size_source="test")
     plan = TimingPlan(warmup_s=0.0, min_warmup_iterations=3, iterations=12)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(run_module, "_prepare", lambda *a, **k: prepared)
@@ -513,13 +513,20 @@ def test_profiler_reports_phases_of_the_timed_iterations():
 @pytest.mark.gpu
 @gpu
 def test_engine_build_validate_profile_on_gpu(tmp_path):
-    from edgekit.exporters import export_onnx, export_tensorrt, load_artifact, validate_artifact
+    from edgekit.exporters import (
+        OnnxOptions,
+        export_onnx,
+        export_tensorrt,
+        load_artifact,
+        validate_artifact,
+    )
     from edgekit.exporters.calibration import samples_for_artifact
     from edgekit.profiler.run import profile
     from edgekit.profiler.timing import TimingPlan
     from edgekit.targets import load_model_source
 
-    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "onnx", dynamic_batch=True)
+    export_onnx(load_model_source("ds-cnn:tiny"), tmp_path / "onnx",
+                OnnxOptions(dynamic_batch=True))
     onnx = load_artifact(tmp_path / "onnx")
     ranges = shape_ranges(["input:1x1x8x8"], ["input:4x1x8x8"], ["input:16x1x8x8"])
     for precision in ("fp32", "fp16", "int8"):

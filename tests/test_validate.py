@@ -15,7 +15,13 @@ from edgekit.backends import OnnxRuntimeRunner
 from edgekit.checkpoint import save_checkpoint
 from edgekit.cli import cli
 from edgekit.errors import MissingDependencyError, UsageError
-from edgekit.exporters import export_onnx, load_artifact, load_reference, validate_artifact
+from edgekit.exporters import (
+    OnnxOptions,
+    export_onnx,
+    load_artifact,
+    load_reference,
+    validate_artifact,
+)
 from edgekit.exporters.artifact import MANIFEST, file_record, manifest_digest
 from edgekit.exporters.reference import default_tolerance, save_arrays
 from edgekit.registry import create_model
@@ -27,7 +33,7 @@ HAS_TRT_GPU = importlib.util.find_spec("tensorrt") is not None and torch.cuda.is
 @pytest.fixture(scope="module")
 def onnx_artifact(tmp_path_factory):
     folder = tmp_path_factory.mktemp("validate") / "mlp-small"
-    export_onnx(load_model_source("mlp:small"), folder, dynamic_batch=True)
+    export_onnx(load_model_source("mlp:small"), folder, OnnxOptions(dynamic_batch=True))
     return folder
 
 

@@ -223,12 +223,12 @@ def test_onnx_export_is_one_matmul_and_matches_torch(form, tmp_path):
 
 
 def test_deployed_model_exports_through_edgekit(tmp_path):
-    from edgekit.exporters import export_onnx
+    from edgekit.exporters import OnnxOptions, export_onnx
     from edgekit.targets import load_model_source
 
     source = load_model_source("wbmm")
     randomize(source.model, seed=9).eval().reparameterize("cached")
-    result = export_onnx(source, tmp_path / "art", dynamic_batch=True)
+    result = export_onnx(source, tmp_path / "art", OnnxOptions(dynamic_batch=True))
     assert result.validation.passed
     assert result.manifest["source"]["config"]["deploy"] == "cached"
 

@@ -22,7 +22,7 @@ from edgekit.backends.registry import (  # noqa: E402
     get_backend,
     list_backends,
 )
-from edgekit.backends.tensorrt_backend import TensorRTRunner, require_cuda_gpu, require_tensorrt  # noqa: E402
+from edgekit.backends.tensorrt_runner import TensorRTRunner, require_cuda_gpu, require_tensorrt  # noqa: E402
 from edgekit.backends.torch_backend import TorchRunner  # noqa: E402
 
 __all__ = ["PROVIDERS", "BackendSpec", "Feed", "OnnxRuntimeRunner", "RunOptions", "Runner",

@@ -50,11 +50,8 @@ class BackendSpec:
     build: Callable[[Any, Path, RunOptions], Path] | None = None
 
 
-def _ensure_loaded() -> None:
-    import edgekit.backends  # noqa: F401  (imports every backend file, which registers itself)
-
-
-_BACKENDS: Registry[BackendSpec] = Registry("backend", load=_ensure_loaded)
+# The package imports every backend file, which registers itself.
+_BACKENDS: Registry[BackendSpec] = Registry("backend", builtins=("edgekit.backends",))
 
 
 def register_backend(spec: BackendSpec) -> BackendSpec:

@@ -131,7 +131,7 @@ def gpu_memory_figures(stats: dict[str, Any], *, allocated: int, allocated_befor
 
 def _check(provider: str | None) -> None:
     if provider == "cuda":
-        from edgekit.backends.tensorrt_backend import require_cuda_gpu
+        from edgekit.backends.tensorrt_runner import require_cuda_gpu
 
         require_cuda_gpu(hint="profile on a machine with an NVIDIA GPU and a CUDA build of torch")
 

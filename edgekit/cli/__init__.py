@@ -9,20 +9,25 @@ only with ``--debug``. Anything else is a bug in edgekit: it too becomes one lin
 start-up on, prints ``edgekit: interrupted`` and exits 130; a SIGTERM that a command turns into
 ``Terminated`` (``edgekit astra run``, which must stop its ranks) prints ``edgekit: terminated``
 and exits 143. A path too long for the file system (``ENAMETOOLONG``, wherever it is first
-opened) is the user's input, not a bug: one line naming it, exit code 2.
+opened) is the user's input, not a bug: one line naming it, exit code 2. An ``EdgekitWarning``
+(a user's profile file left out) is one line too, ``edgekit: warning: <message>``, and the
+command goes on.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import sys
 import traceback
+import warnings
+from collections.abc import Iterator
 from functools import cache
 from typing import Any, NoReturn
 
 import click
 
-from edgekit.errors import EdgekitError, Terminated
+from edgekit.errors import EdgekitError, EdgekitWarning, Terminated
 
 _DEBUG = False
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
@@ -64,6 +69,28 @@ def _unexpected(exc: Exception) -> NoReturn:
                    err=True)
         sys.exit(EdgekitError.exit_code)
     _internal_error(exc)
+
+
+@contextlib.contextmanager
+def _warnings_as_lines() -> Iterator[None]:
+    """Show each ``EdgekitWarning`` once per command as one ``edgekit: warning:`` line on stderr
+    (Python would print its source line too); other warnings as Python shows them. The
+    warning filters and hook are restored on exit."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("default", EdgekitWarning)
+        shown = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any,
+                 **kwargs: Any) -> None:
+            if issubclass(category, EdgekitWarning):
+                click.echo(f"edgekit: warning: {message}", err=True)
+            else:
+                shown(message, category, *args, **kwargs)
+
+        warnings.showwarning = show
+        yield
+
+
 # edgekit.cli.<name> defines the command <name>.
 _COMMANDS = ("devices", "models", "datasets", "train", "export", "validate", "profile",
              "estimate", "compare", "simulate", "fleet", "report", "tour")
@@ -87,7 +114,8 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):  # noqa: ANN201 - click's own signature
         try:
-            return super().invoke(ctx)
+            with _warnings_as_lines():
+                return super().invoke(ctx)
         except EdgekitError as exc:
             if _DEBUG:
                 traceback.print_exc()

@@ -198,7 +198,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
     precision = PrecisionConfig()  # --precision of a format made from the model: a conversion
     if not spec.from_onnx and values["precision"] not in (None, "fp32"):
         precision = PrecisionConfig(
-            precision=values["precision"], quantization=values["quantization"] or "static",
+            name=values["precision"], quantization=values["quantization"] or "static",
             calibrator=values["calibrator"] or "entropy",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])

@@ -173,7 +173,7 @@ def profile_fleet_command(target: str, settings: ProfileSettings, *, json_path: 
                           fleet_scheduler: str, fleet_devices: str | None, tls_dir: str | None,
                           job_timeout: float, inputs: tuple[Any, ...] = ()) -> None:
     """``edgekit profile --fleet``: one table per device; exit 1 when a job failed."""
-    from edgekit.cli.profile import render_profile
+    from edgekit.cli.profile_table import render_profile
     from edgekit.fleet import fleet_profile
 
     if settings.device is not None:

@@ -13,7 +13,7 @@ from edgekit.cli.common import (
     write_json,
 )
 from edgekit.exporters import ValidationFailed, ValidationReport
-from edgekit.exporters.reference import AGAINST
+from edgekit.exporters.artifact_validation import AGAINST
 from edgekit.exporters.run import validate as run_validate
 from edgekit.exporters.validate import SCALE_SHARE
 from edgekit.inputs import parse_inputs

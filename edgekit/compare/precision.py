@@ -48,7 +48,7 @@ def precision_artifacts(checkpoint: Path, precisions: Sequence[str], entry: Any,
     from edgekit.backends import OnnxRuntimeRunner
     from edgekit.exporters import load_artifact
     from edgekit.exporters.calibration import DEFAULT_SAMPLES, samples_from_dataset
-    from edgekit.exporters.onnx import export_onnx
+    from edgekit.exporters.onnx import OnnxOptions, export_onnx
     from edgekit.exporters.quantize import (
         PrecisionConfig,
         PrecisionRefused,
@@ -58,8 +58,8 @@ def precision_artifacts(checkpoint: Path, precisions: Sequence[str], entry: Any,
     from edgekit.targets import load_model_source
 
     source = load_model_source(str(checkpoint))
-    fp32 = load_artifact(export_onnx(source, workdir / "fp32", batch=settings.batch,
-                                     device=settings.device).folder)
+    fp32 = load_artifact(export_onnx(
+        source, workdir / "fp32", OnnxOptions(batch=settings.batch, device=settings.device)).folder)
     made, refused = [], []
     for precision in precisions:
         folder, passed = fp32.folder, True
@@ -68,7 +68,7 @@ def precision_artifacts(checkpoint: Path, precisions: Sequence[str], entry: Any,
                        if precision == "int8" else None)
             try:
                 result = export_precision(fp32, workdir / precision,
-                                          PrecisionConfig(precision=precision), samples=samples,
+                                          PrecisionConfig(name=precision), samples=samples,
                                           check=False, score=False)
             except PrecisionRefused as exc:
                 refused.append(f"{source.name} at {precision}: {exc}")

@@ -201,7 +201,7 @@ def user_rows(name: str, target: Target, settings: Any, scorer: Scorer | None,
                                                     DEFAULT_SAMPLES)
                                if precision == "int8" else None)
                     result = export_precision(fp32, work / precision,
-                                              PrecisionConfig(precision=precision),
+                                              PrecisionConfig(name=precision),
                                               samples=samples, check=False, score=False)
                 except (PrecisionRefused, UsageError) as exc:
                     refused.append(f"{name} at {precision}: {exc}")
@@ -216,11 +216,11 @@ def user_rows(name: str, target: Target, settings: Any, scorer: Scorer | None,
 
 def _fp32_artifact(target: Target, batch: int, work: Path) -> Any:
     """The FP32 ONNX artifact precisions are made from, at the compare's batch."""
-    from edgekit.exporters import export_onnx, load_artifact
+    from edgekit.exporters import OnnxOptions, export_onnx, load_artifact
     from edgekit.exporters.onnx_file import import_onnx
 
     if isinstance(target, ArtifactTarget):
         return load_artifact(target.folder)
     if isinstance(target, OnnxFileTarget):
         return load_artifact(import_onnx(target.at_batch(batch), work / "fp32").folder)
-    return load_artifact(export_onnx(target, work / "fp32", batch=batch).folder)
+    return load_artifact(export_onnx(target, work / "fp32", OnnxOptions(batch=batch)).folder)

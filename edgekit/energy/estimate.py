@@ -18,7 +18,7 @@ from typing import Any
 from edgekit.energy.base import Clock, EnergyMeasurement, EnergyMeter
 from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
-from edgekit.profiles.schema import DeviceProfile
+from edgekit.profiles.device_profile import DeviceProfile
 
 ESTIMATE_SOURCE = "estimated: tdp"
 

@@ -46,7 +46,7 @@ from edgekit.energy.registry import MeterSpec, register_meter
 from edgekit.errors import SensorError
 
 if TYPE_CHECKING:
-    from edgekit.profiles.schema import DeviceProfile
+    from edgekit.profiles.device_profile import DeviceProfile
 
 I2C_DRIVERS = Path("sys/bus/i2c/drivers")
 HWMON_LABELS = (  # under I2C_DRIVERS

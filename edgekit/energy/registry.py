@@ -16,7 +16,7 @@ from edgekit.extensions import Registry
 
 if TYPE_CHECKING:
     from edgekit.energy.base import EnergyMeter
-    from edgekit.profiles.schema import DeviceProfile
+    from edgekit.profiles.device_profile import DeviceProfile
 
 
 @dataclass(frozen=True, kw_only=True)

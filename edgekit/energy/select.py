@@ -20,7 +20,7 @@ from edgekit.energy.base import EnergyMeter
 from edgekit.energy.estimate import EstimatedMeter, NullMeter, profile_power
 from edgekit.energy.registry import get_meter, list_meters
 from edgekit.errors import MissingDependencyError, SensorError
-from edgekit.profiles.schema import DeviceProfile
+from edgekit.profiles.device_profile import DeviceProfile
 
 SYSFS_ROOT_ENV = "EDGEKIT_SYSFS_ROOT"
 

@@ -16,7 +16,7 @@ from edgekit.estimate.layers import Analysis
 from edgekit.estimate.onnx_graph import analyse_onnx
 from edgekit.estimate.roofline import FORMULAS, roofline
 from edgekit.estimate.torch_graph import analyse_module
-from edgekit.inputs import InputOverride
+from edgekit.inputs import InputOverride, check_batch
 from edgekit.precisions import all_names, get_precision
 from edgekit.profiles import DeviceProfile, detect_profile, list_profiles, load_profile
 from edgekit.targets import ModelSource, OnnxFileTarget, Target, resolve_target
@@ -97,8 +97,7 @@ def estimate(target: Any, devices: Sequence[str] | None = None,
              batch: int = 1) -> dict[str, Any]:
     """Estimates of ``target`` (anything ``resolve_target`` takes) on ``devices`` (profile
     names, or ``["all"]``; None: the detected profile) at ``precisions``, as report data."""
-    if batch < 1:
-        raise UsageError(f"--batch must be at least 1, got {batch}")
+    check_batch(batch)
     _check_precisions(precisions)
     profiles = device_profiles(devices)
     resolved = resolve_target(target, inputs=inputs, batch=batch)

@@ -19,7 +19,7 @@ from edgekit.compare.cache import cached_checkpoint
 from edgekit.compare.run import resolve_trained
 from edgekit.data import load_dataset
 from edgekit.errors import UsageError
-from edgekit.exporters import export_onnx
+from edgekit.exporters import OnnxOptions, export_onnx
 from edgekit.fleet.jobs import Job, Limits, Outcome, run_jobs
 from edgekit.fleet.merge import merged, profile_row
 from edgekit.fleet.payload import Payload, pack
@@ -61,7 +61,7 @@ def _export(name: str, target: Target, settings: ProfileSettings, workdir: Path)
         from edgekit.exporters.onnx_file import import_onnx
 
         return pack(name, import_onnx(target.at_batch(settings.batch), folder).folder)
-    return pack(name, export_onnx(target, folder, batch=settings.batch).folder)
+    return pack(name, export_onnx(target, folder, OnnxOptions(batch=settings.batch)).folder)
 
 
 def _scored(name: str, target: Target, settings: ProfileSettings, data: str | Path | None,

@@ -23,9 +23,9 @@ from edgekit.backends import BackendSpec, Runner, RunOptions, get_backend, list_
 from edgekit.energy import EnergyMeasurement, EnergyMeter, open_meter
 from edgekit.energy.select import sysfs_root
 from edgekit.errors import UnknownNameError, UsageError
-from edgekit.exporters import export_onnx, load_artifact
+from edgekit.exporters import OnnxOptions, export_onnx, load_artifact
 from edgekit.flops import model_cost
-from edgekit.inputs import InputOverride
+from edgekit.inputs import InputOverride, check_batch
 from edgekit.profiler.memory import MemoryWindow, PeakMemoryTracker
 from edgekit.profiler.stats import latency_stats
 from edgekit.profiler.timing import TimingPlan, timed_call, timed_phase, warm_up
@@ -64,8 +64,7 @@ class ProfileSettings:
         if self.cuda_graph and "cuda_graph" not in spec.options:
             takers = " or ".join(s.name for s in backends if "cuda_graph" in s.options)
             raise UsageError(f"--cuda-graph applies to --backend {takers}")
-        if self.batch < 1:
-            raise UsageError(f"--batch must be at least 1, got {self.batch}")
+        check_batch(self.batch)
         if self.threads is not None and self.threads < 1:
             raise UsageError(f"--threads must be at least 1, got {self.threads}")
         if self.as_device and self.device is None:
@@ -86,7 +85,7 @@ class _Prepared:
     runner: Runner
     feed: dict[str, np.ndarray]
     name: str
-    source: dict[str, Any]
+    source_record: dict[str, Any]  # where the model came from, as the report records it
     flops_per_sample: float | None
     params: int | None
     size_bytes: int
@@ -152,7 +151,7 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
         raise UsageError(f"{folder} was exported for batch {fixed}, not {settings.batch}",
                          hint="re-export with --dynamic-batch or --batch N")
     if not exported:  # an export made for this run was validated a moment ago
-        from edgekit.exporters.reference import check_reproduces_reference
+        from edgekit.exporters.artifact_validation import check_reproduces_reference
 
         check_reproduces_reference(artifact)
     options = _options(settings, threads)
@@ -163,7 +162,7 @@ def _from_artifact(folder: Path, settings: ProfileSettings, threads: int, workdi
         size_source = f"{spec.file_label} (built for this run, {settings.precision})"
     return _Prepared(runner=spec.open_file(artifact.model_path, options),  # type: ignore[misc]
                      feed=_artifact_feed(artifact, settings.batch), name=artifact.source_name,
-                     source={"artifact": str(folder), **artifact.manifest["source"]},
+                     source_record={"artifact": str(folder), **artifact.manifest["source"]},
                      flops_per_sample=artifact.manifest.get("flops_per_sample"),
                      params=artifact.manifest.get("params"), size_bytes=artifact.size_bytes,
                      size_source=size_source,
@@ -188,8 +187,8 @@ def _from_onnx_file(target: OnnxFileTarget, settings: ProfileSettings,
     size = sum(p.stat().st_size for p in _with_external_data(path))
     return _Prepared(runner=spec.open_file(path, _options(settings, threads)),  # type: ignore[misc]
                      feed=target.at_batch(settings.batch).inputs.feed(settings.batch),
-                     name=target.name, source={"onnx_file": str(path)}, flops_per_sample=None,
-                     params=None, size_bytes=size,
+                     name=target.name, source_record={"onnx_file": str(path)},
+                     flops_per_sample=None, params=None, size_bytes=size,
                      size_source=spec.file_label + (" with its external data"
                                                     if size > path.stat().st_size else ""))
 
@@ -214,10 +213,10 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
     spec = get_backend(settings.backend)
     cost = model_cost(source.model, source.example_inputs(batch=1))
     if spec.open_module is None:  # the backend runs an artifact: export one and load that
-        result = export_onnx(source, workdir / "artifact", batch=settings.batch,
-                             device=settings.device)
+        result = export_onnx(source, workdir / "artifact",
+                             OnnxOptions(batch=settings.batch, device=settings.device))
         prepared = _from_artifact(result.folder, settings, threads, workdir, exported=True)
-        return replace(prepared, name=source.name, source=source.record(),
+        return replace(prepared, name=source.name, source_record=source.record(),
                        flops_per_sample=cost.flops_per_sample, params=cost.params)
     runner = spec.open_module(source.model, source.inputs.names, source.output_names,
                               _options(settings, threads))
@@ -227,7 +226,7 @@ def _from_model(source: ModelSource, settings: ProfileSettings, threads: int,
         size = sum(p.numel() * p.element_size() for p in source.model.parameters())
         size_source = "in-memory parameters"
     return _Prepared(runner=runner, feed=source.inputs.feed(settings.batch), name=source.name,
-                     source=source.record(), flops_per_sample=cost.flops_per_sample,
+                     source_record=source.record(), flops_per_sample=cost.flops_per_sample,
                      params=cost.params, size_bytes=size, size_source=size_source)
 
 
@@ -367,7 +366,7 @@ def _report(prepared: _Prepared, settings: ProfileSettings, run: _Measured, *,
         energy_doc["avg_power_w"] = energy.avg_power_w
     return {
         "target": prepared.name,
-        "source": prepared.source,
+        "source": prepared.source_record,
         "backend": run.backend,
         "device": _device_doc(device, here),
         "settings": {"batch": settings.batch, "threads": threads, "precision": precision,

@@ -81,9 +81,3 @@ def fmt(value: Any, spec: str = ".4g", scale: float = 1.0, unit: str = "") -> st
     """A figure for a table cell; a dash where there is none."""
     x = number(value)
     return "–" if x is None else f"{x * scale:{spec}}{unit}"
-
-
-def source_line(result: Result) -> str:
-    """Which file and command a section's figures come from."""
-    prov = result.doc["provenance"]
-    return f"{result.path}: {prov.get('command', '?')} ({prov.get('created', '?')})"

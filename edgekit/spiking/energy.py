@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from edgekit.profiles.schema import DeviceProfile
+from edgekit.profiles.device_profile import DeviceProfile
 from edgekit.spiking.counting import Counts, spike_total
 
 _PJ = 1e-12
