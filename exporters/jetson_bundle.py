@@ -21,6 +21,7 @@ from typing import Any
 
 from edgekit.errors import UsageError
 from edgekit.exporters.artifact import MANIFEST, Artifact, file_record, write_manifest
+from edgekit.exporters.artifact_validation import check_reproduces_reference
 from edgekit.exporters.calibration import (
     CALIBRATION_CACHE_FILE,
     CALIBRATION_FILE,
@@ -28,7 +29,6 @@ from edgekit.exporters.calibration import (
     read_calibration_cache,
     save_samples,
 )
-from edgekit.exporters.artifact_validation import check_reproduces_reference
 from edgekit.exporters.reference import REFERENCE_FILE
 from edgekit.exporters.tensorrt import (
     ENGINE_FILE,

@@ -115,7 +115,7 @@ def _target_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"accuracy: float {fixed['float_correct'] / fixed['samples'] * 100:.2f} %,"
                      f" fixed point {fixed['fixed_correct'] / fixed['samples'] * 100:.2f} %")
     joules = energy["energy_j"]
-    lines.append(f"energy per inference (estimate): "
+    lines.append("energy per inference (estimate): "
                  + (f"{_joules(joules)} µJ" if joules is not None else "not estimated")
                  + f"; {energy['synaptic_ops']:.4g} synaptic ops. {energy['note']}")
     return lines
@@ -145,8 +145,8 @@ def _target_lines(report: dict[str, Any]) -> list[str]:
               help="Write the report as JSON.")
 @input_option
 def simulate(model: str, checkpoint: str | None, samples: int, timesteps: int | None,
-             device: str | None, chip: str, target: str | None, duration: float, threads: int | None,
-             no_profile: bool, data: str | None,
+             device: str | None, chip: str, target: str | None, duration: float,
+             threads: int | None, no_profile: bool, data: str | None,
              plot_path: str | None, json_path: str | None, inputs: tuple[str, ...]) -> None:
     """Simulate a spiking net: firing rates, operations, energy.
 
