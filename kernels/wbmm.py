@@ -1,4 +1,4 @@
-"""WBMM: windowed batch matrix multiplication (arXiv 2607.02097, ICML 2026; methods.md §3).
+"""WBMM: windowed batch matrix multiplication (arXiv 2607.02097, ICML 2026).
 
 A depthwise convolution gathers k·k scattered neighbours per output. WBMM instead cuts the feature
 map into contiguous, non-overlapping wh x ww windows (d = wh·ww positions each) and multiplies every

@@ -1,4 +1,4 @@
-"""ZipMoE's lossless codec for floating-point weights (arXiv 2601.21198; methods.md §4).
+"""ZipMoE's lossless codec for floating-point weights (arXiv 2601.21198).
 
 A trained weight's exponent byte carries about 2.6-2.7 bits of information, its sign and mantissa
 are close to random. The codec therefore splits every value into two byte planes:

@@ -17,7 +17,7 @@ MAPPED = ("exporters", "kernels", "profiles")
 def _library_modules() -> list[str]:
     """Every module of edgekit except the CLI (``edgekit.cli``, methods' ``cli``, ``__main__``)."""
     names = [m.name for m in pkgutil.walk_packages(edgekit.__path__, "edgekit.")]
-    for folder in MAPPED:  # installed into edgekit from top-level folders (design.md, Layout)
+    for folder in MAPPED:  # installed into edgekit from top-level folders (README.md, Layout)
         package = importlib.import_module(f"edgekit.{folder}")
         names += [package.__name__] + [
             m.name for m in pkgutil.walk_packages(package.__path__, package.__name__ + ".")]

@@ -9,7 +9,7 @@ from edgekit.spiking.layers import functional, neuron, surrogate
 from edgekit.spiking.lean_neurons import lean_neurons
 
 CONFIGS = [  # (kind, decay_input, v_reset, v_threshold, tau)
-    ("lif", True, 0.0, 1.0, 2.0),  # methods.md §1, every registry net
+    ("lif", True, 0.0, 1.0, 2.0),  # the SSA authors' LIF, every registry net
     ("lif", True, 0.0, 0.5, 2.0),  # the Spikingformer's attention neuron
     ("lif", True, -0.3, 1.0, 3.0),
     ("lif", False, 0.0, 1.0, 2.0),

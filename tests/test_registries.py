@@ -1,5 +1,5 @@
-"""Properties every registered extension must have, generated from each registry (style.md: timm
-tests over ``list_models()``): datasets, backends, energy meters, precisions, device profiles.
+"""Properties every registered extension must have, generated from each registry (as timm's
+tests run over ``list_models()``): datasets, backends, energy meters, precisions, device profiles.
 A new entry is tested for free."""
 from __future__ import annotations
 

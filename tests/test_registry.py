@@ -1,4 +1,4 @@
-"""Properties every registry model must have (generated from the registry, style.md: timm)."""
+"""Properties every registry model must have (generated from the registry, as timm's are)."""
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,4 @@
-"""Spik4lite (methods.md §2): gates, physical removal, compensation, checkpoints, the CLI."""
+"""Spik4lite (ICML 2026): gates, physical removal, compensation, checkpoints, the CLI."""
 from __future__ import annotations
 
 import subprocess

@@ -1,6 +1,6 @@
-"""Spiking nets (methods.md §1): the three attention forms follow their equations, the backbone
-resets its own state, configs (digits and the paper's -Ti/-S) count as the formulas say, training
-on digits works, and bad T or input shapes are one-line errors."""
+"""Spiking nets (docs/methods/ssa.md): the three attention forms follow their equations, the
+backbone resets its own state, configs (digits and the paper's -Ti/-S) count as the formulas
+say, training on digits works, and bad T or input shapes are one-line errors."""
 from __future__ import annotations
 
 import os
@@ -56,7 +56,7 @@ class _Reset(nn.Module):
 
 
 def _lif_reference(x_seq: torch.Tensor) -> torch.Tensor:
-    """The LIF of methods.md §1 written out: tau 2, v_th 1, hard reset to 0, decay_input."""
+    """The LIF of the SSA authors' code written out: tau 2, v_th 1, hard reset to 0, decay_input."""
     v = torch.zeros_like(x_seq[0])
     out = []
     for x in x_seq:
@@ -183,7 +183,7 @@ def test_wrong_input_shape_is_a_one_line_usage_error(shape):
 
 
 def _expected_params(cfg: dict) -> int:
-    """Parameters of a SpikingResformer config, counted by hand from methods.md / the code."""
+    """Parameters of a SpikingResformer config, counted by hand from the SSA authors' code."""
     c0, r, g = cfg["channels"][0], cfg["ffn_ratio"], cfg["group_size"]
     k = 7 if cfg["prologue"] == "imagenet" else 3
     n = k * k * cfg["in_channels"] * c0 + 2 * c0  # prologue conv (no bias) + BN

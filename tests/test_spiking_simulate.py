@@ -1,6 +1,6 @@
-"""``edgekit simulate``: firing rates and op counts that add up, communication counts as methods.md
-defines them, energies computed from the cost tables they name, the profiler's figure beside
-them, and one-line errors with exit code 2 for bad input."""
+"""``edgekit simulate``: firing rates and op counts that add up, communication counts as the
+SSA paper defines them, energies computed from the cost tables they name, the profiler's
+figure beside them, and one-line errors with exit code 2 for bad input."""
 from __future__ import annotations
 
 import json

@@ -1,4 +1,4 @@
-"""WBMM (methods.md §3): the operator equals a (2w-1)x(2w-1) depthwise conv inside each window,
+"""WBMM (arXiv 2607.02097): the operator equals a (2w-1)x(2w-1) depthwise conv inside each window,
 every deploy form equals the training form, the ONNX graph is one MatMul, and the paper-size
 backbones have the paper's parameter counts."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Energy of one inference under the neuromorphic cost models; every figure names its table.
 
-- ``horowitz-45nm`` (methods.md "SNN energy conventions", as in Spikformer and Spike-driven
-  Transformer): ``E = E_MAC · MACs + E_AC · SOPs`` with E_MAC = 4.6 pJ and E_AC = 0.9 pJ (Horowitz,
+- ``horowitz-45nm`` (the convention of Spikformer and Spike-driven Transformer):
+  ``E = E_MAC · MACs + E_AC · SOPs`` with E_MAC = 4.6 pJ and E_AC = 0.9 pJ (Horowitz,
   ISSCC 2014, 45 nm fp32; the figures of SpikingJelly's ``SimpleEnergyCostConfig.fp32``). MACs are
   the real-valued layers' (the input convolution, the classifier), SOPs the spike-driven ones.
 - ``spikingjelly-simple``: SpikingJelly's ``estimate_simple_energy`` model on the same run: the same
@@ -47,7 +47,8 @@ def horowitz_45nm(counts: Counts) -> EnergyFigure:
         "horowitz-45nm", mac_j + sop_j, {"mac": mac_j, "sop": sop_j},
         f"Horowitz, ISSCC 2014, 45 nm fp32: E_MAC {cost.e_mac_pj:g} pJ, E_AC {cost.e_ac_pj:g} pJ "
         "(SpikingJelly SimpleEnergyCostConfig.fp32)",
-        "E_MAC x MACs (real-valued layers) + E_AC x SOPs (methods.md convention)")
+        "E_MAC x MACs (real-valued layers) + E_AC x SOPs (the convention of Spikformer and "
+        "Spike-driven Transformer)")
 
 
 def spikingjelly_simple(counts: Counts) -> EnergyFigure:

@@ -1,6 +1,6 @@
 """Multi-step building blocks shared by edgekit's spiking nets, and the static-image wrapper.
 
-Neurons are SpikingJelly's multi-step LIF with the settings of methods.md §1 [code]: tau = 2,
+Neurons are SpikingJelly's multi-step LIF with the settings of the SSA authors' code: tau = 2,
 v_th = 1, v_reset = 0 (hard reset), ATan surrogate, detach_reset, decay_input. Tensors inside a
 spiking net are time-major, ``[T, B, C, H, W]``; convolutions and BatchNorm run on the T*B
 flattened batch (SpikingJelly's ``step_mode="m"`` layers).
@@ -50,7 +50,7 @@ TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
 
 
 def lif() -> neuron.LIFNode:
-    """The LIF neuron of methods.md §1 [code], multi-step."""
+    """The LIF neuron of the SSA authors' code, multi-step."""
     return neuron.LIFNode(tau=TAU, decay_input=True, v_threshold=V_THRESHOLD, v_reset=V_RESET,
                           surrogate_function=surrogate.ATan(), detach_reset=True, step_mode="m")
 

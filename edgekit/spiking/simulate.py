@@ -1,7 +1,6 @@
 """Simulate a spiking net on real inputs: per-layer activity, op counts, inter-core communication,
 and the energy of one inference under neuromorphic cost models beside the profiler's figure for
-the same inference on a conventional device (design.md: "Spiking nets ... beside the measured
-energy on the device").
+the same inference on a conventional device (docs/methods/ssa.md, "Neuromorphic simulation").
 """
 from __future__ import annotations
 

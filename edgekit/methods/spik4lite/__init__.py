@@ -1,4 +1,5 @@
-"""Spik4lite (methods.md §2): gated spiking channels, physical removal with compensation."""
+"""Spik4lite (ICML 2026; docs/methods/spik4lite.md): gated spiking channels, physical removal
+with compensation."""
 from edgekit.methods.spik4lite import spikingformer  # noqa: F401  (registers the model)
 from edgekit.methods.spik4lite.distill import Distillation, distillation_loss, load_teacher
 from edgekit.methods.spik4lite.gates import GatedLayer, energy_penalty, gated_layers

@@ -4,7 +4,7 @@
 ``prune.py``); recalibrating BatchNorm's running statistics on a few batches then adapts every
 normalisation to the narrower net. ``removal_effect`` measures the accuracy right after removal
 three ways on copies of one gated net: plain slicing, with the fold, with the fold and the
-recalibration (methods.md §2 asks for "with and without compensation").
+recalibration (so the accuracy right after removal is known with and without compensation).
 """
 from __future__ import annotations
 

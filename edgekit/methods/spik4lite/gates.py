@@ -1,4 +1,4 @@
-"""Spik4lite's gated spiking layers (methods.md §2 [code]: ``yongzhishe/Spik4lite``,
+"""Spik4lite's gated spiking layers (Spik4lite, ICML 2026 [code]: ``yongzhishe/Spik4lite``,
 ``Spik4lite.py``).
 
 A ``GatedLayer`` wraps a convolution or linear layer whose input ``x`` is spikes,
@@ -34,7 +34,7 @@ from torch import nn
 
 DROP_BIAS, KEEP_BIAS = 0.5, 2.0  # [code] gating_layer.bias = tensor([0.5, 2.0]).repeat(C)
 MOMENTUM = 0.9  # [code] running_fr EMA
-TAU_START, TAU_END = 1.0, 0.5  # methods.md §2: Gumbel temperature annealed 1.0 -> 0.5
+TAU_START, TAU_END = 1.0, 0.5  # [code] Gumbel temperature annealed 1.0 -> 0.5
 
 
 def channel_dim(layer: nn.Module) -> int:

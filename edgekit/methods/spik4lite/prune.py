@@ -1,4 +1,5 @@
-"""``prune``: remove the channels Spik4lite's gates switched off, physically (methods.md §2).
+"""``prune``: remove the channels Spik4lite's gates switched off, physically (Spik4lite, ICML 2026;
+docs/methods/spik4lite.md).
 
 For every channel dependency group (``groups.py``), a channel's keep probability is the mean
 keep decision of the gates that read it, averaged over the removal cycle (``keep_probability``;
@@ -10,7 +11,7 @@ until the net's channels are at the target [ours: the authors' ``--target-sparsi
 energy penalty for an MSE term toward the target, ``SparsityTargetTerm``, which ``train.py``
 imports but the published ``Spik4lite.py`` does not contain]; ``PruneReport.forced`` counts them.
 
-Compensation [ours, methods.md §2]: before slicing, each consumer's expected input from a removed
+Compensation [ours]: before slicing, each consumer's expected input from a removed
 channel (the mean input over ``batches``, measured in eval mode, so for a gated consumer after its
 mask: what the layer really received; without batches, a gated consumer's running firing rate
 times its gate's mean keep decision) times its weights is folded into the consumer's bias, or, for
@@ -21,7 +22,7 @@ the net's order, each measured on the net with the earlier removals made [ours: 
 all on the unpruned net stack up wrongly; on the digits Spikingformer, removing half of every
 group at once, they cost accuracy where each alone recovers some]. For a conv the drive is the
 mean over output positions of the conv of the constant input, so padding and stride count [ours;
-methods.md sums the kernel, ignoring borders, which on the digits nets' 2x2 and 4x4 maps
+a plain sum of the kernel ignores borders, which on the digits nets' 2x2 and 4x4 maps
 overstates it up to 2.25x]. A BatchNorm recalibration afterwards re-estimates the running means
 from the narrow net, so there the fold is superseded; it lasts where it went into a bias (a
 projection with bias, the classifier).
@@ -172,7 +173,7 @@ def _contribution(layer: nn.Module, removed: torch.Tensor, mean: torch.Tensor,
     known, the exact mean over output positions of the conv of that constant input, borders and
     stride included [ours: on the 2x2 and 4x4 maps of the digits nets a 3x3 kernel's border taps
     read padding at most positions, so the whole kernel's sum overstates the drive up to 2.25x];
-    else the kernel's sum (methods.md: borders ignored)."""
+    else the kernel's sum (borders ignored)."""
     if isinstance(layer, nn.Linear):
         return layer.weight[:, removed] @ mean[removed]
     h, w = size or (1, 1)

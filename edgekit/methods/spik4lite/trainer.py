@@ -1,4 +1,4 @@
-"""The Spik4lite schedule (methods.md §2): warm-up, removal cycles, static fine-tune.
+"""The Spik4lite schedule (Spik4lite, ICML 2026): warm-up, removal cycles, static fine-tune.
 
 1. Warm-up: the net is gated (``wrap``) and trained on ``task loss + λ · energy penalty`` with the
    Gumbel temperature annealed 1.0 -> 0.5 over the gated epochs.

@@ -1,4 +1,4 @@
-"""SSA and USSA spiking attention (methods.md §1): SpikingResformer with reference/SSA/USSA
+"""SSA and USSA spiking attention (docs/methods/ssa.md): SpikingResformer with reference/SSA/USSA
 attention and its ReLU twin. Importing this package registers them."""
 from edgekit.methods.ssa import resformer  # noqa: F401
 from edgekit.methods.ssa.attention import (

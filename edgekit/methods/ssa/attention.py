@@ -2,8 +2,8 @@
 
 Paper: "Efficient Transformer Attention for SNNs via Hadamard Simplification" (ICML 2026); code
 ``jtt-acma/Efficient-Transformer-Attention-for-SNNs-via-Hadamard-Simplification``
-(``models/spikingresformer.py``, ``models/SSA_*``, ``models/USSA_*``). methods.md §1 gives the
-equations each block follows. Every block maps the residual stream ``X`` of shape
+(``models/spikingresformer.py``, ``models/SSA_*``, ``models/USSA_*``), whose equations each
+block follows. Every block maps the residual stream ``X`` of shape
 ``[T, B, C, H, W]`` (real-valued, N = H*W tokens of D = C channels) to
 ``X + BN(Conv1x1_proj(...))``; ``S = LIF_in(X)`` is the spike input of every branch.
 
@@ -34,7 +34,7 @@ ATTENTION_KINDS = ("reference", "ssa", "ussa")
 
 
 def communication_values(kind: str, T: int, N: int, D: int) -> int:
-    """Values moved between cores per sample (methods.md §1): T·N(N−1)·D, T·N·D or T·D."""
+    """Values moved between cores per sample (the paper's Def. 4.2): T·N(N−1)·D, T·N·D or T·D."""
     if kind == "reference":
         return T * N * (N - 1) * D
     if kind == "ssa":

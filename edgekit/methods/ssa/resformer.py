@@ -1,4 +1,4 @@
-"""SpikingResformer backbone (Shi et al., CVPR 2024) with interchangeable attention (methods.md §1).
+"""SpikingResformer backbone (Shi et al., CVPR 2024) with interchangeable attention (SSA paper).
 
 The macro design follows the SSA authors' ``models/spikingresformer.py`` [code]: a prologue
 (ImageNet: 7x7/2 conv, BN, 3x3/2 max-pool; small images: 3x3 conv, BN), stages of

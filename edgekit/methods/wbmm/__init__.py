@@ -1,4 +1,4 @@
-"""WBMM: windowed batch matrix multiplication backbones (methods.md §3); importing registers
+"""WBMM: windowed batch matrix multiplication backbones (arXiv 2607.02097); importing registers
 them."""
 from edgekit.methods.wbmm import model  # noqa: F401
 from edgekit.methods.wbmm.model import (

@@ -1,4 +1,4 @@
-"""WBMM backbone: UniRepLKNet with the large-kernel operator replaced by WBMM (methods.md §3).
+"""WBMM backbone: UniRepLKNet with the large-kernel operator replaced by WBMM (arXiv 2607.02097).
 
 Paper: "WBMM: Windowed Batch Matrix Multiplication for Efficient Large Receptive Field
 Convolution", arXiv 2607.02097 (ICML 2026); code ``wansong-s/WBMM`` (``wbmm.py``,
