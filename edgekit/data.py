@@ -5,7 +5,7 @@ A dataset is one ``register_dataset`` call in the module that loads it: digits h
 data in its own folder (``edgekit/methods/<method>/``), so generic code never names a method. Model
 entries take their ``task`` from the dataset they train on (``DIGITS.task``).
 
-Real data first (design.md): ``load_digits`` ships 1,797 real 8x8 handwritten digits, enough to
+Real data first: ``load_digits`` ships 1,797 real 8x8 handwritten digits, enough to
 train the small configs on a CPU in seconds. A user's file holds arrays ``x`` and ``y`` (and
 optionally ``x_test``/``y_test``); it is loaded with ``allow_pickle=False``.
 """

@@ -1,7 +1,7 @@
 """One registry type for every kind of extension: models, datasets, backends, meters, precisions.
 
-Each kind keeps its own spec dataclass and ``register_*`` function (style.md: one file per
-extension, timm's ``@register_model``); what they share, registering a name once, finding it with
+Each kind keeps its own spec dataclass and ``register_*`` function (one file per
+extension, as timm's ``@register_model``); what they share, registering a name once, finding it with
 an error that lists the valid names, listing in a stable order, lives here once. ``builtins``
 names the modules that register the built-in entries; they are imported by name the first time
 anything asks (so a registry module never imports the modules that import it), then the plugins

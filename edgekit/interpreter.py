@@ -3,7 +3,7 @@
 ``python -m edgekit...`` puts the working directory first on ``sys.path``. Started from a source
 checkout, the bare ``./edgekit`` folder then shadows the installed package, and that folder
 lacks the subpackages setuptools maps into it from the top-level ``exporters/``, ``kernels/`` and
-``profiles/`` (design.md, Layout): the child dies with ``No module named 'edgekit.profiles'``.
+``profiles/`` (setup.py's package map): the child dies with ``No module named 'edgekit.profiles'``.
 Every child edgekit starts is built here, so it imports the same installed package as its
 parent whatever its working directory.
 """

@@ -1,8 +1,9 @@
 """Progress of long library calls, reported to a callback the caller passes.
 
-Layers point down (style.md): the library never draws on a terminal nor imports the CLI, as zeus's
-monitors and Polygraphy's runners report to their callers. ``edgekit`` commands pass a callback
-that draws rich progress bars; a library caller passes its own, or nothing for quiet.
+Layers point down (docs/architecture.md): the library never draws on a terminal nor imports
+the CLI, as zeus's monitors and Polygraphy's runners report to their callers. ``edgekit``
+commands pass a callback that draws rich progress bars; a library caller passes its own, or
+nothing for quiet.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a result came from: versions, machine, git revision, the command (style.md rule 6)."""
+"""Where a result came from: versions, machine, git revision, the command."""
 from __future__ import annotations
 
 import datetime as _dt

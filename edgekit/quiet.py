@@ -1,6 +1,6 @@
 """Silence chatty third-party code for the duration of one call, and restore everything after.
 
-A library call must not change its caller's global state (style.md, "No hidden global state"):
+A library call must not change its caller's global state (no hidden global state):
 logger levels, warning filters and ``sys.stdout`` are put back on exit, even when the call fails.
 """
 from __future__ import annotations

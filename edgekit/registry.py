@@ -1,4 +1,4 @@
-"""The model registry: one entry per model, one factory, named variants (style.md: timm).
+"""The model registry: one entry per model, one factory, named variants (as timm's registry).
 
 Adding a model is adding an entry with ``@register_model``; neither the factory nor the CLI
 special-cases a model by name. A name is ``ENTRY`` or ``ENTRY:VARIANT``.
@@ -36,7 +36,7 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class ExportSettings:
-    """Per-model export settings are data (style.md: optimum)."""
+    """Per-model export settings are data (as optimum's OnnxConfig)."""
 
     opset: int = 18
     atol: float = 1e-4

@@ -1,4 +1,5 @@
-"""Export validation: compare an exported model's outputs with PyTorch's (style.md: Polygraphy).
+"""Export validation: compare an exported model's outputs with PyTorch's (after Polygraphy's
+comparators).
 
 Results are data: per output the shape check, max / median / p90 / p95 / p99 absolute and
 relative error (nearest-rank percentiles, as trtexec and the profiler: always an observed value,

@@ -1,4 +1,4 @@
-"""The runner interface every backend shares (style.md: Polygraphy runners).
+"""The runner interface every backend shares (after Polygraphy's runners).
 
 The profiler never branches on the backend: it calls ``prepare`` once (outside the timed loop:
 host arrays become the backend's native inputs), then ``run`` and ``synchronize`` per iteration.

@@ -58,7 +58,7 @@ def render_layers(report: dict[str, Any]) -> Table:
 
 def render_attention(report: dict[str, Any]) -> Table:
     table = Table(title="attention: inter-core communication per inference (one token per core, "
-                        "methods.md §1)", title_justify="left", box=box.SIMPLE_HEAD)
+                        "the SSA paper's Def. 4.2)", title_justify="left", box=box.SIMPLE_HEAD)
     for header in ("block", "kind", "T", "N", "D", "values moved", "formula", "spikes sent"):
         left = header in ("block", "kind", "formula")
         table.add_column(header, justify="left" if left else "right")

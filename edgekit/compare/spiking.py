@@ -4,8 +4,9 @@ latency it saves.
 
 The counts are SpikingJelly's op counters (``edgekit.spiking.counting``) over the first
 ``SAMPLES`` test samples, the same samples ``edgekit simulate`` runs by default; the energy is
-methods.md's convention ``E_MAC · MACs (real-valued layers) + E_AC · SOPs`` with Horowitz's 45 nm
-costs (``edgekit.spiking.energy.horowitz_45nm``). Non-spiking rows get none of these fields.
+the convention of Spikformer and Spike-driven Transformer, ``E_MAC · MACs (real-valued layers)
++ E_AC · SOPs`` with Horowitz's 45 nm costs (``edgekit.spiking.energy.horowitz_45nm``).
+Non-spiking rows get none of these fields.
 """
 from __future__ import annotations
 
