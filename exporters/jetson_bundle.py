@@ -132,6 +132,7 @@ def _stream_note(manifest: dict[str, Any]) -> str:
             f"checks below exercise it.\n")
 
 
+# Over 8 parameters: every fact the bundle's README states, each computed once by the caller
 def render_readme(name: str, manifest: dict[str, Any], build: EngineBuildConfig,
                   ranges: tuple[ShapeRange, ...], dynamic: bool,
                   samples: CalibrationSamples | None, has_cache: bool,

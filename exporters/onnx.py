@@ -65,6 +65,7 @@ class OnnxOptions(ArtifactOptions):
     stream: bool = False  # the entry's streaming step (state in, next state out): graph_form
 
 
+# Over 8 parameters: the arguments of torch.onnx.export this wrapper passes on, keyword-only
 def export_graph(model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], path: Path, *,
                  opset: int, input_names: list[str], output_names: list[str], dynamo: bool,
                  dynamic_batch: bool = False, batch_axes: dict[str, int] | None = None) -> str:

@@ -108,6 +108,8 @@ def to_csv(result: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @click.command("compare")
 @click.argument("names", nargs=-1)
 @device_options

@@ -109,6 +109,8 @@ def _measured_line(measured: dict[str, Any]) -> str:
             f"{measured['ratio']:.3g}x")
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @click.command("estimate")
 @click.argument("target")
 @click.option("--device", "devices", multiple=True, metavar="NAME|all",

@@ -141,6 +141,8 @@ def show_fleet_compare(result: dict[str, Any], *, csv_path: str | None, plot_pat
     _print_failures(result["failures"])
 
 
+# Over 8 parameters: the fleet half of the compare command: the compare options it reads, keyword-
+# only, passed on from the click command
 def compare_fleet_command(names: list[str], settings: ProfileSettings, *,
                           from_paths: list[str], data: str | None, csv_path: str | None,
                           plot_path: str | None, json_path: str | None,

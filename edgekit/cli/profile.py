@@ -41,6 +41,8 @@ def _provider_help() -> str:
             + ". Default: cpu.")
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @click.command("profile")
 @click.argument("target")
 @click.option("--backend", type=RegistryChoice(backend_names, "backend"), default="torch",

@@ -121,6 +121,8 @@ def _target_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @click.command("simulate")
 @click.argument("model")
 @click.option("--checkpoint", type=click.Path(dir_okay=False),

@@ -37,6 +37,8 @@ class _TrainCommand(click.Command):
         return super().get_params(ctx)
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @click.command("train", cls=_TrainCommand)
 @click.argument("model")
 @click.option("--epochs", type=COUNT, help="Epochs (default: the entry's).")

@@ -40,6 +40,8 @@ def network_flags(trt: Any) -> int:
     return 1 << int(trt.NetworkDefinitionCreationFlag.EXPLICIT_BATCH)
 
 
+# Over 8 parameters: TensorRT's builder, config and module objects with the build's settings, as
+# TensorRT's API takes them
 def configure_builder(trt: Any, builder: Any, config: Any, build: EngineBuildConfig,
                       ranges: Sequence[ShapeRange], dynamic: bool, *,
                       calibrator: Any = None,

@@ -55,6 +55,8 @@ class EngineBuildConfig:
         if len(set(names)) != len(names):
             raise UsageError("a shape range names the same input twice")
 
+    # Over 8 parameters: a keyword-only factory from the export command's TensorRT options, each
+    # checked here
     @classmethod
     def from_options(cls, *, precision: str | None = None, workspace: int | None = None,
                      dla_core: int | None = None, min_shapes: Iterable[str] = (),

@@ -169,6 +169,8 @@ def bench(json_path: str | None, **options: Any) -> None:
     write_json(json_path, report_document("astra/bench", body))
 
 
+# Over 8 parameters: a click command: one parameter per command-line option, documented in its
+# --help
 @astra.command("model")
 @click.option("--model", type=click.Choice(MODEL_CONFIGS), default="vit-s", show_default=True)
 @click.option("--tokens", type=TOKENS, default=1024, show_default=True)

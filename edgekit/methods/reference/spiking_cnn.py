@@ -48,6 +48,8 @@ def _choice(name: str, value: str, valid: tuple[str, ...]) -> str:
 
 
 class SpikingCNN(MultiStepNet):
+    # Over 8 parameters: the registry builds the net from a config dict (builder(**config)) that
+    # checkpoints store
     def __init__(self, T: int = 4, in_channels: int = 1, num_classes: int = 10,
                  input_size: int = 8, channels: Sequence[int] = (16, 32), hidden: int = 64,
                  neuron: str = "lif", pool: str = "avg", readout: str = "linear",

@@ -116,6 +116,8 @@ def evaluate_dataset(model: nn.Module, x: np.ndarray, y: np.ndarray) -> float:
     return evaluate_pose_model(model, to_split(x, y))["all"]["mpjpe_mm"]
 
 
+# Over 8 parameters: the trainer signature every registry entry shares (entry, dataset, variant,
+# epochs, seed, progress, model, seconds) plus WiFi-Mamba's validation split and interval
 def train_entry(entry: ModelEntry, dataset: Dataset, variant: str | None = None,
                 epochs: int | None = None, seed: int = 0, progress: Progress | None = None,
                 model: nn.Module | None = None, seconds: float | None = None,

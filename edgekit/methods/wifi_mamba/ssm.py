@@ -232,6 +232,8 @@ def fused_applies(*tensors: torch.Tensor) -> bool:
     return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
 
 
+# Over 8 parameters: the two streams' inputs and parameters of the paper's dual scan, each a tensor
+# the kernel needs, and three switches of how to run it
 def dual_selective_scan(a: tuple[torch.Tensor, ...], p: tuple[torch.Tensor, ...],
                         ssm_a: SelectiveSSM, ssm_p: SelectiveSSM, coupling: torch.Tensor,
                         h: torch.Tensor, chunk: int | None = None,

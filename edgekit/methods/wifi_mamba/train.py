@@ -87,6 +87,8 @@ def _subset(split: PoseSplit, keep: np.ndarray) -> PoseSplit:
                      split.sequence[keep])
 
 
+# Over 8 parameters: the training loop's hyperparameters, keyword defaults a caller can leave alone;
+# train_entry fills them from the registry
 def train_pose_model(model: nn.Module, split: PoseSplit, seconds: float = 120.0,
                      batch: int = 16, window: int = 4, lr: float = 2e-3, seed: int = 0,
                      max_steps: int | None = None,

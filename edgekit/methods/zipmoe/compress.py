@@ -68,6 +68,8 @@ def routing_trace(checkpoint: Checkpoint, text: str = CALIBRATION_TEXT,
             "counts": {str(layer): row for layer, row in sorted(experts.counts.items())}}
 
 
+# Over 8 parameters: keyword-only codec and trace choices, each a 'moe compress' option, with
+# defaults
 def compress_checkpoint(checkpoint_dir: str | Path, out: str | Path, *,
                         codec_name: str = codec.DEFAULT_CODEC, level: int | None = None,
                         chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2, trace: bool = True,

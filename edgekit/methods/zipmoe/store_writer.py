@@ -66,6 +66,7 @@ def _encode(name: str, tensor: torch.Tensor, codec_name: str, level: int,
     return tensor, digest
 
 
+# Over 8 parameters: keyword-only codec choices with defaults, passed on from compress_checkpoint
 def write_store(folder: str | Path, tensors: Iterable[tuple[str, Callable[[], torch.Tensor]]],
                 config: dict[str, Any], *, codec_name: str = codec.DEFAULT_CODEC,
                 level: int | None = None, chunks: int = codec.DEFAULT_CHUNKS, workers: int = 2,

@@ -35,6 +35,8 @@ TARGETS = {"astra_vs_single": 1.5, "astra_vs_sp": 5.0}  # issue 7, at 10 Mbps an
 PROJECT_TO = (2, 4, 8)
 
 
+# Over 8 parameters: the bench's knobs, each a CLI option of 'astra bench', with defaults a library
+# caller can leave alone
 def run_bench(model: str = "vit-s", tokens: int | None = 1024,
               bandwidths: tuple[str, ...] = ("10Mbps", "100Mbps", "1Gbps"),
               world_size: int = 2, threads: int = 1, reps: int = 3, budget_s: float = 12.0,
