@@ -34,6 +34,23 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _install_weights(weights: dict[str, Path]) -> None:
+    """Copy the shipped demo checkpoints, each checked against its SHA-256, into the tour's
+    cache (files the tour owns; a corrupted one stops the tour before any step)."""
+    from edgekit.demo_weights import install
+
+    for name, dest in weights.items():
+        install(name, dest)
+    console.print(f"[bold]demo weights[/bold] {len(weights)} trained checkpoints checked and "
+                  f"copied to {escape(str(next(iter(weights.values())).parent))}")
+
+
+def _shown(args: tuple[str, ...], out: Path) -> list[str]:
+    from edgekit.tour import shown
+
+    return ["edgekit", *(shown(a, out) for a in args)]
+
+
 def _run(args: tuple[str, ...], cwd: Path | None) -> None:
     shown = " ".join(args)
     if cwd is not None:
@@ -67,17 +84,19 @@ def tour(output: str, full: bool, force: bool) -> None:
     planned = plan(out, full=full)
     started = time.perf_counter()
     times = []
+    if planned.weights:
+        _install_weights(planned.weights)
     for i, step in enumerate(planned.steps, start=1):
         head = f"[bold]{i}/{len(planned.steps)}[/bold] {escape(step.title)}"
         if step.cached is not None and step.cached.exists():
             console.print(f"{head} [dim](cached: {escape(str(step.cached))})[/dim]")
-            times.append({"step": step.title, "command": ["edgekit", *step.args],
+            times.append({"step": step.title, "command": _shown(step.args, out),
                           "seconds": 0.0, "cpu_seconds": 0.0, "cached": True})
             continue
         console.print(f"{head}\n[dim]$ edgekit {escape(' '.join(step.args))}[/dim]")
         t0, cpu0 = time.perf_counter(), _children_cpu_s()
         _run(step.args, step.cwd)
-        times.append({"step": step.title, "command": ["edgekit", *step.args],
+        times.append({"step": step.title, "command": _shown(step.args, out),
                       "seconds": round(time.perf_counter() - t0, 2),
                       "cpu_seconds": round(_children_cpu_s() - cpu0, 2), "cached": False})
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
