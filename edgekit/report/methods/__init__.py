@@ -12,4 +12,7 @@ STORIES: tuple[Story, ...] = (wbmm.STORY, ssa.STORY, spik4lite.STORY, zipmoe.STO
 
 
 def method_sections(results: list[Result]) -> list[Section]:
-    return [story.section(results) for story in STORIES]
+    """A section per method the inputs measure; every method's after a tour (which runs them
+    all, so a missing one is a finding)."""
+    tour = any(r.kind == "tour" for r in results)
+    return [s for story in STORIES if (s := story.section(results, always=tour)) is not None]

@@ -18,6 +18,7 @@ class Verdict:
     status: str  # MET, NOT_MET or UNMEASURABLE
     why: str  # the measured figures the status rests on, or what was missing
     blocks: list[Block] = field(default_factory=list)
+    found: bool = True  # False: the inputs hold nothing of this method
 
 
 @dataclass(frozen=True)
@@ -29,8 +30,11 @@ class Story:
     claim: str  # the paper's claim, one line
     judge: Callable[[list[Result]], Verdict]
 
-    def section(self, results: list[Result]) -> Section:
+    def section(self, results: list[Result], always: bool = False) -> Section | None:
+        """The section; None where the inputs hold nothing of the method, unless ``always``."""
         verdict = self.judge(results)
+        if not (verdict.found or always):
+            return None
         return Section(f"method-{self.key}", self.method, [
             Note(f"Claim: {self.claim}", role="claim"),
             Note(f"Verdict: {verdict.status}. {verdict.why}", role=_ROLE[verdict.status]),
@@ -38,7 +42,7 @@ class Story:
 
 
 def missing(what: str) -> Verdict:
-    return Verdict(UNMEASURABLE, f"The inputs hold no {what}.")
+    return Verdict(UNMEASURABLE, f"The inputs hold no {what}.", found=False)
 
 
 def compare_docs(results: Sequence[Result], metric: str | None = None) -> list[dict[str, Any]]:
