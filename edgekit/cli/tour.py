@@ -70,11 +70,15 @@ def _run(args: tuple[str, ...], cwd: Path | None) -> None:
 def tour(output: str, full: bool, force: bool) -> None:
     """A tour of every method, ending in one HTML report.
 
-    Runs the commands a newcomer would type: the digits comparison (reference nets, WBMM, an SSA
-    spiking net and its ReLU twin), simulate of the spiking net, profile and validate, a ZipMoE
-    bench, ASTRA on 2 ranks over emulated links, and WiFi-Mamba against its baseline; then
-    'edgekit report' on what they wrote. The short tour trains briefly and caches under
-    $EDGEKIT_HOME/tour (the page says what it cut); --full runs the long version.
+    Runs the commands a newcomer would type, each method against its own baseline: the digits
+    comparison (reference nets, WBMM and its depthwise twin, an SSA spiking net and its ReLU
+    twin, Spikingformer unpruned and pruned by Spik4lite), simulate of the spiking net, profile
+    and validate, ZipMoE benches (tiny experts, and small ones read at an edge board's storage
+    speed), ASTRA against one device and sequence parallelism over 10 Mbps-1 Gbps links, and
+    WiFi-Mamba against its baseline on the station protocol; then 'edgekit report', which
+    judges each method's claim. The short tour uses the trained checkpoints shipped with
+    edgekit (checked by SHA-256, copied under $EDGEKIT_HOME/tour; the page says what it cut);
+    --full trains every model to its schedule and measures longer.
     """
     from edgekit.tour import plan
 

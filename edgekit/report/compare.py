@@ -174,9 +174,13 @@ def render(results: list[Result]) -> list[Block]:
         blocks.append(Note(f"{len(doc['rows'])} rows on {device}, backend {doc['backend']}; "
                            f"energy: {', '.join(doc['energy_sources'])} ({result.path})"))
         header, rows = _table(doc)
-        blocks.append(Table(header, rows,
-                            caption=f"* on the {metric}-latency front, † on the {metric}-energy "
-                                    "front, ! failed validation"))
+        caption = (f"* on the {metric}-latency front, † on the {metric}-energy front, ! failed "
+                   "validation")
+        if "45nm µJ" in header:
+            caption += ("; mJ/inf is this device's energy per inference (its source in the last "
+                        "column), 45nm µJ the same inference's operations priced at 45 nm "
+                        "(Horowitz): two different machines, so the two figures differ")
+        blocks.append(Table(header, rows, caption=caption))
         if not doc.get("scored", True):
             blocks.append(Note("Not scored: no --data or --evaluate was given for these models, "
                                "so there is no metric to plot against; the table holds the "
