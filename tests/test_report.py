@@ -56,11 +56,12 @@ def test_page_is_self_contained(page: str) -> None:
     for outside in (head, rest):
         assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", outside)
         assert "@import" not in outside
-    # two compares (digits, WiFi): latency and energy each; simulate: layers and energy; moe;
-    # astra; validate
-    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 9
-    for section in ("machine", "tour", "device", "compare", "simulate", "zipmoe", "astra",
-                    "validate", "benchmarks"):
+    # a figure per method (6); two compares (digits, WiFi): latency and energy each; simulate:
+    # layers and energy; two moe benches; astra; validate
+    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 16
+    for section in ("machine", "tour", "device", "method-wbmm", "method-ssa", "method-spik4lite",
+                    "method-zipmoe", "method-astra", "method-wifi-mamba", "compare", "simulate",
+                    "zipmoe", "astra", "validate", "benchmarks"):
         assert f'<section id="{section}"' in page, section
 
 
