@@ -33,7 +33,10 @@ WIFI_DATA = "wifi-pose-sim:station"  # the station protocol: one person on a mar
 # ZipMoE where the paper's claim lives: experts that do not fit the memory budget, read from
 # storage as slow as an edge board's (the AGX Orin's eMMC), beside the tiny model's run.
 MOE_STORAGE_PROFILE = "jetson-agx-orin-64gb"
-ASTRA_MODES = ("single", "sp", "astra")
+# ASTRA on a ViT-S at ImageNet's 196 patch tokens: the digits model (16 tokens, under 1 ms) has
+# too little compute for two devices to share. One device is its own run (world size 1).
+ASTRA_MODEL = ("--model", "vit-s", "--tokens", "196")
+ASTRA_MODES = ("sp", "astra")
 ASTRA_BANDWIDTHS = ("10Mbps", "100Mbps", "1Gbps")
 
 
@@ -128,12 +131,15 @@ def plan(out: Path, full: bool = False) -> Tour:
     steps += _moe_steps(cache, out, "tiny", tokens, (), "moe-bench.json")
     steps += _moe_steps(cache, out, "small", tokens, ("--storage-profile", MOE_STORAGE_PROFILE),
                         "moe-bench-edge.json")
-    steps.append(Step("ASTRA against one device and sequence parallelism on 2 ranks over "
-                      "emulated links",
-                      ("astra", "run", "--world-size", "2",
+    reps = ("--reps", "5" if full else "3")
+    steps.append(Step("ASTRA's baseline: the ViT on one device",
+                      ("astra", "run", "--world-size", "1", "--mode", "single", *ASTRA_MODEL,
+                       *reps, "--json", str(out / "astra-single.json"))))
+    steps.append(Step("ASTRA against sequence parallelism on 2 ranks over emulated links",
+                      ("astra", "run", "--world-size", "2", *ASTRA_MODEL,
                        *(a for m in ASTRA_MODES for a in ("--mode", m)),
                        *(a for b in ASTRA_BANDWIDTHS for a in ("--bandwidth", b)),
-                       "--reps", "5" if full else "3", "--json", str(out / "astra-run.json"))))
+                       *reps, "--json", str(out / "astra-run.json"))))
     steps.append(Step("WiFi-Mamba against its baseline on simulated CSI (station protocol)",
                       ("compare", *wifi, "--data", WIFI_DATA, "--duration", duration,
                        "--json", str(out / "wifi-compare.json")), cwd=cache))
@@ -149,7 +155,8 @@ def plan(out: Path, full: bool = False) -> Tour:
     ]
     inputs = [out / name for name in ("tour.json", "devices.json", "compare.json",
                                       "profile.json", "simulate.json", "moe-bench.json",
-                                      "moe-bench-edge.json", "astra-run.json",
+                                      "moe-bench-edge.json", "astra-single.json",
+                                      "astra-run.json",
                                       "wifi-compare.json", "validate.json")]
     return Tour(steps, shortened, inputs, weights)
 

@@ -26,8 +26,10 @@ def test_each_method_meets_its_baseline(tmp_path: Path) -> None:
         assert any(c.startswith("simulate spikingresformer") for c in commands)
         benches = [c for c in commands if c.startswith("moe bench")]
         assert len(benches) == 2 and sum("--storage-profile" in c for c in benches) == 1
+        single = next(c for c in commands if c.startswith("astra run --world-size 1"))
+        assert "--mode single" in single and "--model vit-s" in single
         astra = next(c for c in commands if c.startswith("astra run --world-size 2"))
-        for mode in ("single", "sp", "astra"):
+        for mode in ("sp", "astra"):
             assert f"--mode {mode}" in astra
         for link in ("10Mbps", "100Mbps", "1Gbps"):
             assert f"--bandwidth {link}" in astra
