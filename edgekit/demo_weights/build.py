@@ -42,8 +42,8 @@ RECIPES: tuple[Recipe, ...] = (
     Recipe("resformer-ann", "resformer-ann", ("--epochs=4",)),
     Recipe("spikingformer", "spikingformer", ("--epochs=4",)),
     Recipe("spikingformer-spik4lite", "spikingformer",
-           ("--spik4lite", "--target-keep=0.5", "--epochs=4", "--cycles=2",
-            "--init={spikingformer}")),
+           ("--spik4lite", "--target-keep=0.5", "--epochs=6", "--cycles=2",
+            "--init={spikingformer}", "--teacher={spikingformer}")),
     Recipe("wifi-mamba", "wifi-mamba", (f"--data={WIFI_DATA}", "--epochs=6")),
     Recipe("wifi-petr", "wifi-petr", (f"--data={WIFI_DATA}", "--epochs=6")),
 )
