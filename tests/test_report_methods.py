@@ -78,7 +78,7 @@ def _slower(model: str, key: str = "latency_p50_ms"):
     ("wbmm", "compare", _slower("wbmm")),
     ("ssa", "compare", _slower("spikingresformer", "energy_45nm_j")),
     ("spik4lite", "compare", _slower("spikingformer-spik4lite")),
-    ("wifi-mamba", "compare", _slower("wifi-mamba", "mpjpe")),
+    ("wifi-mamba", "compare", _slower("wifi-mamba", "mpjpe_mm")),
     ("astra", "astra/run",
      lambda doc: [c.update(latency_s=1e6) for c in doc["summary"].get("astra", [])]),
     ("zipmoe", "moe/bench", lambda doc: doc["results"]["zipmoe"].update(tokens_per_s=1e-6)),

@@ -67,6 +67,13 @@ def _single(results: list[Result], model: str) -> dict[str, float]:
     return {}
 
 
+def _load(doc: dict[str, Any]) -> str:
+    """The ranks share this machine's cores: its load says how much compute they could split."""
+    load = doc["result"].get("load_average")
+    return (f"; the ranks shared one machine's cores, its 1-minute load {load[0]:.1f}"
+            if isinstance(load, list) and load else "")
+
+
 def judge(results: list[Result]) -> Verdict:
     docs = [r.doc for r in results if r.kind == "astra/run"
             and {"astra", "sp"} <= set(r.doc["summary"])]
@@ -82,7 +89,7 @@ def judge(results: list[Result]) -> Verdict:
     why = (f"On {slowest}: ASTRA {astra[slowest] * 1e3:.2f} ms, one device "
            f"{single[slowest] * 1e3:.2f} ms, sequence parallelism "
            f"{sp.get(slowest, float('nan')) * 1e3:.2f} ms ({doc['result']['model']}, "
-           f"{doc['result']['world_size']} ranks on this machine, links emulated). "
+           f"{doc['result']['world_size']} ranks on this machine, links emulated{_load(doc)}). "
            f"Against one device, {crossover(astra, single)}; "
            f"against sequence parallelism, {crossover(astra, sp)}.")
     lines = {"astra": astra, "one device": single, "sp": sp}

@@ -15,13 +15,15 @@ from edgekit.report.methods.story import (
 )
 
 MAMBA, PETR = "wifi-mamba", "wifi-petr"
+METRIC = "mpjpe_mm"  # the task's metric, as compare names it
 
 
 def judge(results: list[Result]) -> Verdict:
-    found = find_row(results, MAMBA, "mpjpe"), find_row(results, PETR, "mpjpe")
+    found = find_row(results, MAMBA, METRIC), find_row(results, PETR, METRIC)
     if None in found:
         return missing(f"compare rows scored by MPJPE for both {MAMBA} and {PETR}")
     (m, _), (p, _) = found
+    m, p = ({**r, "mpjpe": r[METRIC]} for r in (m, p))
     lower = m["mpjpe"] < p["mpjpe"]
     why = (f"MPJPE {m['mpjpe']:.1f} mm against the baseline's {p['mpjpe']:.1f} mm "
            f"({ratio(m['mpjpe'], p['mpjpe'])}; paper: 16-27 % lower) with {m['params']:,} "
