@@ -90,8 +90,8 @@ def _every_section_and_plot_rendered(browser) -> None:
     for section in sections:
         assert section.size["height"] > 40 and section.text.strip(), section.get_attribute("id")
     holders = browser.find_elements(By.CSS_SELECTOR, "div.figure")
-    # a figure per method (6); compare x4 (digits, WiFi), simulate x2, moe x2, astra, validate
-    assert len(holders) == 16
+    # a figure per method (6); compare x4 (digits, WiFi), simulate x2, moe x2, astra x2, validate
+    assert len(holders) == 17
     for holder in holders:
         name = holder.get_attribute("data-figure")
         plot = holder.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")

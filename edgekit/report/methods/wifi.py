@@ -32,7 +32,7 @@ def judge(results: list[Result]) -> Verdict:
     if "station" not in str(m["dataset"]):
         why += " Not the station protocol: the inputs were scored on another dataset."
     rows = ((MAMBA, m), (PETR, p))
-    figure = bars("method-wifi", "WiFi-Mamba against PETR (bars start at 0)", [
+    figure = bars("method-wifi-mamba", "WiFi-Mamba against PETR (bars start at 0)", [
         ("MPJPE (mm, lower is better)", "mm", [(n, r["mpjpe"], "test split") for n, r in rows]),
         ("parameters (M)", "M", [(n, r["params"] / 1e6, "counted") for n, r in rows]),
         ("median latency (ms)", "ms", [(n, r["latency_p50_ms"], "measured") for n, r in rows])])
