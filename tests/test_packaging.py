@@ -212,6 +212,10 @@ def test_the_wheel_holds_every_package_module_and_profile(tmp_path):
                 for package, folder in _package_folders().items()
                 for path in folder.iterdir() if path.suffix in (".py", ".toml")}
     assert len([n for n in expected if n.endswith(".toml")]) >= 10  # the device profiles
+    weights = ROOT / "edgekit" / "demo_weights"  # the short tour's trained checkpoints
+    expected |= {f"edgekit/demo_weights/{p.name}" for p in weights.iterdir()
+                 if p.suffix == ".safetensors" or p.name == "manifest.json"}
+    assert any(n.endswith(".safetensors") for n in expected)
     expected.add(f"{wheel.name.split('-py3')[0]}.dist-info/licenses/LICENSE")
     assert not expected - names, sorted(expected - names)
     top_level = {n.split("/")[0] for n in names if not n.startswith("edgekit-")}

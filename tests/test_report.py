@@ -56,11 +56,12 @@ def test_page_is_self_contained(page: str) -> None:
     for outside in (head, rest):
         assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", outside)
         assert "@import" not in outside
-    # two compares (digits, WiFi): latency and energy each; simulate: layers and energy; moe;
-    # astra; validate
-    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 9
-    for section in ("machine", "tour", "device", "compare", "simulate", "zipmoe", "astra",
-                    "validate", "benchmarks"):
+    # a figure per method (6); two compares (digits, WiFi): latency and energy each; simulate:
+    # layers and energy; two moe benches; two astra runs; validate
+    assert page.count("Plotly.newPlot(") == page.count('class="figure"') == 17
+    for section in ("machine", "tour", "device", "method-wbmm", "method-ssa", "method-spik4lite",
+                    "method-zipmoe", "method-astra", "method-wifi-mamba", "compare", "simulate",
+                    "zipmoe", "astra", "validate", "benchmarks"):
         assert f'<section id="{section}"' in page, section
 
 
@@ -85,7 +86,7 @@ def test_compare_table_has_the_spiking_columns(page: str) -> None:
 
 def test_text_is_escaped(tmp_path: Path) -> None:
     doc = json.loads((DATA / "validate.json").read_text())
-    doc["artifact"] = "<script>alert(1)</script>"
+    doc["outputs"][0]["name"] = "<script>alert(1)</script>"
     path = tmp_path / "validate.json"
     path.write_text(json.dumps(doc))
     page = build_report(load_results([path]))

@@ -60,6 +60,7 @@ def test_the_report_renders_in_chromium(browser, tmp_path: Path) -> None:
     browser.get(out.as_uri())
     _no_console_errors_and_nothing_fetched(browser)
     _every_section_and_plot_rendered(browser)
+    _every_method_has_its_verdict_and_plot(browser)
     _hovering_a_point_shows_its_figures(browser)
     _screenshot(browser, tmp_path)
 
@@ -89,13 +90,35 @@ def _every_section_and_plot_rendered(browser) -> None:
     for section in sections:
         assert section.size["height"] > 40 and section.text.strip(), section.get_attribute("id")
     holders = browser.find_elements(By.CSS_SELECTOR, "div.figure")
-    assert len(holders) == 9  # compare x4 (digits, WiFi), simulate x2, moe, astra, validate
+    # a figure per method (6); compare x4 (digits, WiFi), simulate x2, moe x2, astra x2, validate
+    assert len(holders) == 17
     for holder in holders:
         name = holder.get_attribute("data-figure")
         plot = holder.find_elements(By.CSS_SELECTOR, ".js-plotly-plot .main-svg")
         assert plot and plot[0].size["width"] > 200 and plot[0].size["height"] > 150, name
         marks = holder.find_elements(By.CSS_SELECTOR, ".point, .bars path")
         assert marks, f"plot {name} drew no point or bar"
+
+
+def _every_method_has_its_verdict_and_plot(browser) -> None:
+    """Each method's section is in the navigation under its name, says its verdict, and draws
+    its figure (issue 43)."""
+    from selenium.webdriver.common.by import By
+
+    from edgekit.report.methods import STORIES
+
+    nav = browser.find_element(By.CSS_SELECTOR, "nav").text
+    for story in STORIES:
+        section = browser.find_element(By.ID, f"method-{story.key}")
+        assert story.method in nav and story.method in section.text, story.key
+        verdicts = section.find_elements(By.CSS_SELECTOR, "p[class^='verdict']")
+        assert len(verdicts) == 1 and verdicts[0].text.startswith("Verdict: "), story.key
+        assert verdicts[0].text.split(".")[0].removeprefix("Verdict: ") in (
+            "met", "not met", "not measurable here"), verdicts[0].text
+        plot = section.find_elements(By.CSS_SELECTOR, "div.figure .js-plotly-plot .main-svg")
+        assert plot and plot[0].size["height"] > 150, f"{story.key} drew no plot"
+        assert section.find_elements(By.CSS_SELECTOR, "div.figure .bars path, "
+                                                      "div.figure .point"), story.key
 
 
 def _hovering_a_point_shows_its_figures(browser) -> None:

@@ -5,8 +5,10 @@ latency it saves.
 The counts are SpikingJelly's op counters (``edgekit.spiking.counting``) over the first
 ``SAMPLES`` test samples, the same samples ``edgekit simulate`` runs by default; the energy is
 the convention of Spikformer and Spike-driven Transformer, ``E_MAC · MACs (real-valued layers)
-+ E_AC · SOPs`` with Horowitz's 45 nm costs (``edgekit.spiking.energy.horowitz_45nm``).
-Non-spiking rows get none of these fields.
++ E_AC · SOPs`` with Horowitz's 45 nm costs (``edgekit.spiking.energy.horowitz_45nm``). A
+spiking net's non-spiking twin (the same family, ReLU for LIF) is counted the same way: no SOPs,
+every operation a MAC at 4.6 pJ, so the two rows' 45 nm energies compare; other rows get none
+of these fields.
 """
 from __future__ import annotations
 
@@ -32,6 +34,6 @@ def spiking_fields(model: nn.Module, x_test: Any, samples: int = SAMPLES) -> dic
     spikes, updates = spike_total(counts)
     energy = horowitz_45nm(counts)
     return {"sops_per_sample": counts.totals["synop"] / n, "macs_per_sample":
-            counts.totals["mac"] / n, "firing_rate": spikes / updates if updates else 0.0,
+            counts.totals["mac"] / n, "firing_rate": spikes / updates if updates else None,
             "energy_45nm_j": energy.energy_j, "spiking_samples": n,
             "energy_45nm_formula": energy.formula}

@@ -64,5 +64,5 @@ def render(results: list[Result]) -> list[Block]:
     return blocks
 
 
-SECTION = SectionKind(key="astra", title="ASTRA: latency by link and mode",
+SECTION = SectionKind(key="astra", title="ASTRA runs in detail: latency by link and mode",
                       schemas={"astra/run": SCHEMA}, render=render)

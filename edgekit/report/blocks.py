@@ -27,7 +27,10 @@ class Figure:
 
 @dataclass(frozen=True)
 class Note:
+    """A paragraph; ``role`` marks a method's claim or verdict (the page styles them)."""
+
     text: str
+    role: str = "note"  # note | claim | verdict-met | verdict-not-met | verdict-unmeasurable
 
 
 Block = Table | Figure | Note
@@ -81,3 +84,13 @@ def fmt(value: Any, spec: str = ".4g", scale: float = 1.0, unit: str = "") -> st
     """A figure for a table cell; a dash where there is none."""
     x = number(value)
     return "–" if x is None else f"{x * scale:{spec}}{unit}"
+
+
+def shown_path(path: str) -> str:
+    """A result's file as the page names it: its file name, never a (temporary) absolute path."""
+    return path.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+
+
+def model_label(row: dict[str, Any]) -> str:
+    """A compare row by model: its name without a folder or the checkpoint suffix."""
+    return shown_path(str(row["name"])).removesuffix(".safetensors")

@@ -8,10 +8,11 @@ from pathlib import Path
 from edgekit.errors import UsageError
 from edgekit.fileio import atomic_write_text, check_output, read_json_object
 from edgekit.provenance import SCHEMA_VERSION
-from edgekit.report.blocks import Result, Section, SectionKind
+from edgekit.report.blocks import Result, Section, SectionKind, shown_path
 from edgekit.report.machine import machine_blocks
+from edgekit.report.methods import method_sections
 from edgekit.report.page import render_page
-from edgekit.report.sections import SECTIONS
+from edgekit.report.sections import METHODS_BEFORE, SECTIONS
 from edgekit.schema import ANY_OBJECT, INT, STR, Object, check
 
 ENVELOPE = Object({"schema_version": INT, "kind": STR, "provenance": ANY_OBJECT})
@@ -36,7 +37,7 @@ def load_result(path: str | os.PathLike[str]) -> Result:
         raise UsageError(f"{where}: a '{kind}' report has no section in the page",
                          hint=f"the page shows: {shown}")
     check(doc, section.schema_for(kind), where)
-    return Result(where, kind, doc)
+    return Result(shown_path(where), kind, doc)
 
 
 def load_results(paths: Sequence[str | os.PathLike[str]]) -> list[Result]:
@@ -46,11 +47,14 @@ def load_results(paths: Sequence[str | os.PathLike[str]]) -> list[Result]:
 
 
 def build_report(results: list[Result]) -> str:
-    """The page: one section per kind that has results, in the order of ``SECTIONS``."""
+    """The page: the machine, the tour, then one section per method (``methods``), then one
+    section per kind that has results, in the order of ``SECTIONS``."""
     if not results:
         raise UsageError("no results to report", hint="give the JSON files written by --json")
     sections = [Section("machine", "Machine", machine_blocks(results))]
     for kind in SECTIONS:
+        if kind.key == METHODS_BEFORE:
+            sections += method_sections(results)
         mine = [r for r in results if kind.accepts(r.kind)]
         if mine:
             sections.append(Section(kind.key, kind.title, kind.render(mine)))

@@ -37,6 +37,10 @@ summary { cursor: pointer; color: #444; }
 caption { caption-side: bottom; text-align: left; color: #555; font-size: .85em;
           padding-top: .3em; }
 p.note { color: #444; }
+p.claim { font-style: italic; }
+p[class^="verdict"] { font-weight: 600; padding: .3em .6em; border-left: 4px solid #888; }
+p.verdict-met { border-color: #2ca02c; }
+p.verdict-not-met { border-color: #d62728; }
 .figure { margin: 1em 0; min-height: 300px; }
 footer { margin-top: 3em; color: #666; font-size: .85em; }
 </style>
@@ -66,7 +70,7 @@ footer { margin-top: 3em; color: #666; font-size: .85em; }
 {% elif b.kind == "figure" %}
 <div class="figure" data-figure="{{ b.name }}">{{ b.markup }}</div>
 {% else %}
-<p class="note">{{ b.text }}</p>
+<p class="{{ b.role }}">{{ b.text }}</p>
 {% endif %}
 {% endfor %}
 </section>
@@ -99,7 +103,7 @@ def _block(block: Table | Figure | Note) -> dict[str, Any]:
                                       div_id=f"plot-{block.name}",
                                       config={"displaylogo": False, "responsive": True})
         return {"kind": "figure", "name": block.name, "markup": Markup(markup)}
-    return {"kind": "note", "text": block.text}
+    return {"kind": "note", "text": block.text, "role": block.role}
 
 
 def render_page(sections: list[Section], files: list[str], summary: str) -> str:

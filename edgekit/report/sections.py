@@ -8,3 +8,5 @@ from edgekit.report.blocks import SectionKind
 SECTIONS: tuple[SectionKind, ...] = (tour.SECTION, machine.SECTION, compare.SECTION,
                                      simulate.SECTION, zipmoe.SECTION, astra.SECTION,
                                      validate.SECTION, benchmarks.SECTION)
+# The method sections (``edgekit.report.methods``), the headline, come before this one.
+METHODS_BEFORE = compare.SECTION.key

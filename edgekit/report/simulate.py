@@ -6,7 +6,17 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt, number
+from edgekit.report.blocks import (
+    Block,
+    Figure,
+    Note,
+    Result,
+    SectionKind,
+    Table,
+    fmt,
+    number,
+    shown_path,
+)
 from edgekit.schema import ANY_OBJECT, NUMBER, STR, ListOf, MapOf, Object, Optional
 
 LAYER = Object({"name": STR, "type": STR, "macs": NUMBER, "acs": NUMBER, "sops": NUMBER,
@@ -59,7 +69,9 @@ def _energy_rows(doc: dict[str, Any]) -> list[dict[str, Any]]:
             for e in doc["energy"]]
     device = doc.get("device_energy")
     if device and number(device.get("energy_j")) is not None:
-        rows.append({"label": str(device.get("model", "device")), "table": "profiler",
+        rows.append({"label": str(device.get("model", "device")),
+                     "table": "profiler, PyTorch eager at batch 1 (compare's rows: its own "
+                              "backend, so their mJ differ)",
                      "energy_j": device["energy_j"], "how": str(device.get("source", "?")),
                      "parts": f"p50 {fmt(device.get('latency_p50_ms'), '.3f')} ms"})
     return rows
@@ -85,10 +97,13 @@ def render(results: list[Result]) -> list[Block]:
     blocks: list[Block] = []
     for i, result in enumerate(results):
         doc = result.doc
-        weights = doc["source"].get("checkpoint", "untrained weights")
+        weights = ("trained checkpoint " + shown_path(doc["source"]["checkpoint"])
+                   if doc["source"].get("checkpoint") else "untrained weights")
         blocks.append(Note(f"{doc['model']}, T={doc['T']}, {doc['samples']} samples of "
-                           f"{doc['inputs']}: accuracy {doc['accuracy'] * 100:.2f}% ({weights}); "
-                           f"{result.path}"))
+                           f"{doc['inputs']}: accuracy {doc['accuracy'] * 100:.2f}% on these "
+                           f"samples ({weights}; {result.path}). The compare table scores the "
+                           "whole test split, so its accuracy can differ; its SOPs and 45 nm "
+                           "energy are counted on the same first samples as here."))
         blocks.append(_layer_figure(doc, f"simulate-{i}-layers"))
         blocks.append(Table(
             ["layer", "type", "fire %", "spikes", "MACs", "ACs", "SOPs"],
@@ -103,5 +118,6 @@ def render(results: list[Result]) -> list[Block]:
     return blocks
 
 
-SECTION = SectionKind(key="simulate", title="Spiking net: firing rates, SOPs, energy",
+SECTION = SectionKind(key="simulate", title="SSA spiking net in detail: firing rates, SOPs, "
+                                                  "energy",
                       schemas={"simulate": SCHEMA}, render=render)

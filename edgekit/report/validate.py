@@ -4,7 +4,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt
+from edgekit.report.blocks import Block, Figure, Note, Result, SectionKind, Table, fmt, shown_path
 from edgekit.schema import BOOL, NUMBER, STR, ListOf, Object
 
 OUTPUT = Object({"name": STR, "max_abs": NUMBER, "median_abs": NUMBER, "p99_abs": NUMBER,
@@ -39,7 +39,7 @@ def _figure(results: list[Result]) -> Figure:
 
 
 def _row(doc: dict[str, Any], o: dict[str, Any]) -> list[str]:
-    return [doc["artifact"], f"{doc['format']}, {doc['precision']}", o["name"],
+    return [shown_path(doc["artifact"]), f"{doc['format']}, {doc['precision']}", o["name"],
             "pass" if o["passed"] else "FAIL", fmt(o["max_abs"], ".3g"),
             fmt(o["median_abs"], ".3g"), fmt(o["p99_abs"], ".3g"), fmt(o["max_rel"], ".3g"),
             fmt(o["p99_rel"], ".3g"), f"{o['mismatched']}/{o['elements']}",

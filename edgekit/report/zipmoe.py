@@ -42,6 +42,11 @@ def _figure(doc: dict[str, Any], name: str) -> Figure:
     return Figure(name, fig)
 
 
+def _storage(doc: dict[str, Any]) -> str:
+    storage = doc["results"].get("zipmoe", {}).get("storage", {})
+    return str(storage.get("bandwidth", "?"))
+
+
 def render(results: list[Result]) -> list[Block]:
     blocks: list[Block] = []
     for i, result in enumerate(results):
@@ -50,7 +55,8 @@ def render(results: list[Result]) -> list[Block]:
         blocks.append(Note(f"{m['family']}: {m['moe_layers']} MoE layers × {m['experts']} experts "
                            f"top-{m['top_k']}, memory budget "
                            f"{s['memory_budget_bytes'] / 2**20:.2f} MiB; logits bit-identical "
-                           f"across modes: {'yes' if doc['logits']['identical'] else 'NO'} "
+                           f"across modes: {'yes' if doc['logits']['identical'] else 'NO'}; "
+                           f"storage {_storage(doc)} "
                            f"({result.path})"))
         blocks.append(_figure(doc, f"moe-{i}"))
         blocks.append(Table(
@@ -67,5 +73,5 @@ def render(results: list[Result]) -> list[Block]:
     return blocks
 
 
-SECTION = SectionKind(key="zipmoe", title="ZipMoE: modes side by side",
+SECTION = SectionKind(key="zipmoe", title="ZipMoE runs in detail",
                       schemas={"moe/bench": SCHEMA}, render=render)
