@@ -72,7 +72,7 @@ def _check_options(spec: ExporterSpec, target_is_artifact: bool, values: dict[st
     if extra:
         same = [n for n in extra if _takers(n) == _takers(extra[0])]
         raise UsageError(f"{', '.join(map(_flag, same))} apply to {_takers(extra[0])}")
-    if (values["precision"] or "fp32") != "int8":
+    if "precision" in spec.options and (values["precision"] or "fp32") != "int8":
         extra_int8 = _given(values, _INT8_OPTIONS)
         if extra_int8:
             raise UsageError(f"{', '.join(extra_int8)} apply to --precision int8")
@@ -202,6 +202,8 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
             calibrator=values["calibrator"] or "entropy",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])
+    elif not spec.from_onnx and values["calib_samples"] is not None:  # a model's own quantiser
+        precision = PrecisionConfig(calib_samples=values["calib_samples"])
     options = ExportOptions(opset=values["opset"], batch=values["batch"],
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],

@@ -36,10 +36,10 @@ class ChipRun:
 
     @property
     def output(self) -> np.ndarray:
-        """The readout, summed over the T steps: (N, out), chip integers."""
-        last = self.traces[-1].output
-        assert last is not None
-        return last.sum(axis=0)
+        """The readout summed over the T steps (N, out), chip integers; a net that ends in
+        neurons: their spike counts."""
+        last = self.traces[-1]
+        return (last.output if last.output is not None else last.spikes).sum(axis=0)
 
     @property
     def spikes(self) -> list[np.ndarray]:
