@@ -129,7 +129,8 @@ def chip_graph(chip: ChipNet, dt: float) -> Any:
     for k, layer in enumerate(chip.layers):
         synapse = f"synapse_{k}"
         shift = layer.exponent + (rules.ACTIVATION_SHIFT if layer.neurons is not None else 0)
-        nodes[synapse] = nir.Affine(weight=layer.weights.toarray().astype(np.float64) * 2.0 ** shift,
+        dense = layer.weights.toarray().astype(np.float64)
+        nodes[synapse] = nir.Affine(weight=dense * 2.0 ** shift,
                                     bias=layer.bias.astype(np.float64) * 2.0 ** shift,
                                     metadata={"weight_exp": layer.exponent, "shift": shift,
                                               "source_nodes": layer.name})
@@ -138,7 +139,10 @@ def chip_graph(chip: ChipNet, dt: float) -> Any:
         if layer.neurons is None:
             continue
         n, size = layer.neurons, layer.weights.shape[0]
-        full = (lambda value: np.full(size, float(value)))
+
+        def full(value: float, size: int = size) -> np.ndarray:
+            return np.full(size, float(value))
+
         tau_syn = dt * rules.DECAY_UNITY / (n.du + rules.DU_OFFSET)
         tau_mem = dt * rules.DECAY_UNITY / n.dv if n.dv else np.inf
         neurons = f"neurons_{k}"
