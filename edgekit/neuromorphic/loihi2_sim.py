@@ -28,6 +28,7 @@ class LayerTrace:
     peak_input: int  # largest |synaptic input| (a_in)
     peak_voltage: int  # largest |v| before the spike test
     saturated: int  # (step, sample, neuron) updates where v hit the 24-bit limit
+    voltages: np.ndarray | None = None  # v after each step's reset (T, N, neurons), if asked
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,12 @@ def synaptic_input(layer: ChipLayer, x: np.ndarray) -> np.ndarray:
     return rules.scale_by_exponent(accumulated, layer.exponent).reshape(steps, samples, -1)
 
 
-def _run_neurons(layer: ChipLayer, a_in: np.ndarray) -> LayerTrace:
+def _run_neurons(layer: ChipLayer, a_in: np.ndarray, record: bool) -> LayerTrace:
     neurons = layer.neurons
     assert neurons is not None
     u = np.zeros(a_in.shape[1:], dtype=np.int64)
     v = np.zeros_like(u)
-    spikes, peak_v, saturated = [], 0, 0
+    spikes, voltages, peak_v, saturated = [], [], 0, 0
     for t in range(a_in.shape[0]):
         u = rules.current_update(u, a_in[t], neurons.du)
         v = rules.voltage_update(v, u, neurons.dv)
@@ -73,12 +74,15 @@ def _run_neurons(layer: ChipLayer, a_in: np.ndarray) -> LayerTrace:
         fired = rules.fire(v, neurons.vth)
         v = np.where(fired, 0, v)
         spikes.append(fired)
+        if record:
+            voltages.append(v)
     return LayerTrace(layer.name, np.stack(spikes), None, int(np.abs(a_in).max(initial=0)),
-                      peak_v, saturated)
+                      peak_v, saturated, np.stack(voltages) if record else None)
 
 
-def run_chip(net: ChipNet, q: np.ndarray, T: int) -> ChipRun:
-    """``net`` on 8-bit graded inputs ``q`` (N, *input_shape), each sent for ``T`` steps."""
+def run_chip(net: ChipNet, q: np.ndarray, T: int, record_voltages: bool = False) -> ChipRun:
+    """``net`` on 8-bit graded inputs ``q`` (N, *input_shape), each sent for ``T`` steps;
+    ``record_voltages`` keeps every layer's v at every step (to compare with Lava's)."""
     x = np.broadcast_to(q.reshape(1, q.shape[0], -1), (T, q.shape[0], int(q[0].size)))
     traces = []
     for layer in net.layers:
@@ -87,7 +91,7 @@ def run_chip(net: ChipNet, q: np.ndarray, T: int) -> ChipRun:
             traces.append(LayerTrace(layer.name, None, a_in, int(np.abs(a_in).max(initial=0)),
                                      0, 0))
             break
-        trace = _run_neurons(layer, a_in)
+        trace = _run_neurons(layer, a_in, record_voltages)
         traces.append(trace)
         x = trace.spikes
     return ChipRun(tuple(traces))
