@@ -219,3 +219,25 @@ def test_the_simulation_is_lavas_bit_accurate_loihi2():
         for mine, (spikes, voltages) in zip(ours, lava, strict=True):
             np.testing.assert_array_equal(mine.spikes[:, 0, :], spikes)
             np.testing.assert_array_equal(mine.voltages[:, 0, :], voltages)
+
+
+def test_cli_exports_and_refuses_in_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from edgekit.cli import cli
+
+    def run(*args: str):
+        return CliRunner().invoke(cli, ["export", *args], env={"COLUMNS": "200"})
+
+    made = run("spiking-cnn", "--to", "loihi2", "--calib-samples", "32", "-o",
+               str(tmp_path / "art"))
+    assert made.exit_code == 0, made.stderr
+    assert "[✓] spikes:" in made.stdout and "loihi2: " in made.stdout
+    assert json.loads((tmp_path / "art" / "manifest.json").read_text())["format"] == "loihi2"
+    for args, message in (
+            (("mlp:small", "--to", "loihi2"), "mlp:small is not a spiking net"),
+            (("spiking-cnn", "--to", "loihi2", "--opset", "18"), "--opset"),
+            (("spiking-cnn", "--to", "loihi2", "--precision", "int8"), "--precision applies")):
+        refused = run(*args, "-o", str(tmp_path / "no"))
+        assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1

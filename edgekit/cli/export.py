@@ -158,7 +158,7 @@ def _precision_names() -> tuple[str, ...]:
               help="Jetson bundle: profile with CUDA graphs in the README's commands.")
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, "
-                   "./MODEL-jetson, ./MODEL-nir).")
+                   "./MODEL-jetson, ./MODEL-nir, ./MODEL-loihi2).")
 @click.option("--stream", is_flag=True,
               help="Export the model's streaming step: the state it carries between calls "
                    "(WiFi-Mamba's SSM memory) as an input, the next state as an output.")
