@@ -149,7 +149,7 @@ def test_export_refuses_and_fails_in_one_line(cnn, tmp_path):
 def _lava_run(chip: ChipNet, q: np.ndarray, T: int) -> list[tuple[np.ndarray, np.ndarray]]:
     """The chip's layers as Lava processes (RingBuffer -> Dense -> LIF -> Dense -> LIF), run
     bit-accurately (fixed_pt); one sample; each layer's spikes and v (T, neurons), re-aligned
-    for the step each Dense adds. The input carries a constant 1 channel: the first layer's
+    for the step each Dense adds. The input carries a constant channel: the first layer's
     relay."""
     from lava.magma.core.run_conditions import RunSteps
     from lava.magma.core.run_configs import Loihi2SimCfg
@@ -161,7 +161,7 @@ def _lava_run(chip: ChipNet, q: np.ndarray, T: int) -> list[tuple[np.ndarray, np
 
     steps = T + len(chip.layers) + 1
     data = np.zeros((q.size + 1, steps), dtype=np.int32)
-    data[:, :T] = np.append(q.reshape(-1), 1)[:, None]
+    data[:, :T] = np.append(q.reshape(-1), chip.layers[0].relay)[:, None]
     source = Source(data=data)
     previous, sinks, monitors = source.s_out, [], []
     for k, layer in enumerate(chip.layers):
@@ -208,6 +208,7 @@ def test_the_simulation_is_lavas_bit_accurate_loihi2():
             neurons = ChipNeurons(int(rng.integers(3000, 4096)), int(rng.integers(0, 4096)),
                                   int(rng.integers(200, 3000)), 0.0, 0.0, 0.0)
             layers.append(ChipLayer(f"layer{k}", sparse.csr_matrix(weights), bias,
+                                    255 if k == 0 else 1,
                                     [-3, 0, 1][trial] if k == 0 else 0, 1.0, neurons,
                                     f"lif{k}", (sizes[k + 1],)))
         chip = ChipNet(InputFormat(0.0, 1.0), (sizes[0],), tuple(layers))

@@ -1,15 +1,16 @@
 """``edgekit export --to loihi2``: a spiking net in Loihi 2's fixed-point formats, checked.
 
-The net is lowered (``lowering``), quantised (``loihi2_quantize``) and written as a NIR graph
-of the chip's net, ``input -> flatten -> (Affine -> CubaLIF)* -> Affine -> output``: each Affine
+The net is lowered (``lowering``), quantised (``loihi2_quantize``) and written as a NIR graph of
+the chip's net, ``input -> flatten -> (Affine -> CubaLIF)* -> Affine -> output``: each Affine
 holds a synapse layer's integer mantissas times ``2**(weight_exp + 6)`` and the relay's bias
-column as its bias (so the Affine's output is what the layer adds to the chip's current ``u``),
-each CubaLIF the chip's decays (``tau = dt * 4096 / decay``, with ``w_in = tau_syn / dt`` and
-``r = tau_mem / dt`` as SpikingJelly's NIR exporter writes a CUBA LIF) and ``vth << 6`` as
-its threshold; the readout Affine holds mantissas times ``2**weight_exp``. Every node's
-``metadata`` carries its integers (weight_exp, du, dv, vth), and ``manifest.json`` every format,
-scale and exponent. The check (``loihi2_check``) runs the net read back from the written file,
-so what passes is what was written; a failed check leaves no folder and exits 1.
+column times what the relay sends as its bias (so the Affine's output is what the layer adds to
+the chip's current ``u``), each CubaLIF the chip's decays (``tau = dt * 4096 / decay``, with
+``w_in = tau_syn / dt`` and ``r = tau_mem / dt`` as SpikingJelly's NIR exporter writes a CUBA
+LIF) and ``vth << 6`` as its threshold; the readout Affine holds mantissas times
+``2**weight_exp``. Every node's ``metadata`` carries its integers (weight_exp, du, dv, vth), and
+``manifest.json`` every format, scale and exponent. The check (``loihi2_check``) runs the net
+read back from the written file, so what passes is what was written; a failed check leaves no
+folder and exits 1.
 """
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ FORMATS = {
     "weights": "8-bit mantissa per synapse, mixed sign: even values in [-256, 254]; one "
                "exponent (weight_exp) per synapse layer shifts the weighted sum",
     "bias": "a column of the layer's weights fed by an always-on relay neuron (one step of "
-            "delay per synapse layer, as the spikes), same mantissa format and exponent",
+            "delay per synapse layer, as the spikes), same mantissa format and exponent; the "
+            "first layer's relay is an input channel sending the graded value 255, the others "
+            "spike 1",
     "input": "8-bit graded spikes q in [0, 255]: x ~ input_format.low + q * input_format.step",
     "synaptic_input": "weighted sum shifted by weight_exp, then left by 6 into u",
     "u": "24-bit signed, wraps on overflow; du 12-bit unsigned, decays by (du + 1) / 4096",
@@ -131,8 +134,10 @@ def chip_graph(chip: ChipNet, dt: float) -> Any:
         shift = layer.exponent + (rules.ACTIVATION_SHIFT if layer.neurons is not None else 0)
         dense = layer.weights.toarray().astype(np.float64)
         nodes[synapse] = nir.Affine(weight=dense * 2.0 ** shift,
-                                    bias=layer.bias.astype(np.float64) * 2.0 ** shift,
+                                    bias=layer.bias.astype(np.float64) * layer.relay
+                                    * 2.0 ** shift,
                                     metadata={"weight_exp": layer.exponent, "shift": shift,
+                                              "relay": layer.relay,
                                               "source_nodes": layer.name})
         edges.append((previous, synapse))
         previous = synapse
@@ -180,13 +185,14 @@ def read_chip(path: str | Path, scales: list[float], shapes: list[tuple[int, ...
         synapse = graph.nodes[f"synapse_{k}"]
         shift = int(synapse.metadata["shift"])
         weights = sparse.csr_matrix(_mantissas(synapse.weight, shift, f"synapse_{k} weights"))
-        bias = _mantissas(synapse.bias, shift, f"synapse_{k} bias")
+        relay = int(synapse.metadata["relay"])
+        bias = _mantissas(np.asarray(synapse.bias) / relay, shift, f"synapse_{k} bias")
         node = graph.nodes.get(f"neurons_{k}")
         neurons = None
         if node is not None:
             md = node.metadata
             neurons = ChipNeurons(int(md["du"]), int(md["dv"]), int(md["vth"]), 0.0, 0.0, 0.0)
-        layers.append(ChipLayer(str(synapse.metadata["source_nodes"]), weights, bias,
+        layers.append(ChipLayer(str(synapse.metadata["source_nodes"]), weights, bias, relay,
                                 int(synapse.metadata["weight_exp"]), scales[k], neurons,
                                 None if node is None else str(node.metadata["source_node"]),
                                 shapes[k]))
@@ -204,6 +210,7 @@ def _layer_record(layer: ChipLayer, k: int) -> dict[str, Any]:
         "mantissa_range": [int(min(layer.weights.data.min(initial=0), layer.bias.min())),
                            int(max(layer.weights.data.max(initial=0), layer.bias.max()))],
         "bias": "relay neuron column" if np.any(layer.bias) else "none",
+        "relay_sends": layer.relay,
         "scale": layer.scale,
         "scale_of": "chip units of v per float unit of the membrane" if layer.neurons
                     else "chip units of the readout per float unit of the output",
@@ -280,7 +287,8 @@ def _same_integers(written: ChipNet, chip: ChipNet) -> bool:
     """Whether the file read back holds exactly the integers the quantiser made."""
     return written.input_format == chip.input_format and all(
         w.exponent == c.exponent and (w.weights != c.weights).nnz == 0
-        and np.array_equal(w.bias, c.bias) and (w.neurons is None) == (c.neurons is None)
+        and np.array_equal(w.bias, c.bias) and w.relay == c.relay
+        and (w.neurons is None) == (c.neurons is None)
         and (w.neurons is None or (w.neurons.du, w.neurons.dv, w.neurons.vth)
              == (c.neurons.du, c.neurons.dv, c.neurons.vth))
         for w, c in zip(written.layers, chip.layers, strict=True))

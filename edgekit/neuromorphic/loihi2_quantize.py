@@ -15,8 +15,11 @@ enough that v has 2**11 thresholds of headroom in 24 bits); ``s`` is then set fr
 The bias cannot be the neuron's own bias on the chip: each synapse layer delays its spikes by
 one step, so layer k's input arrives k steps after its bias would start. It is a column of the
 weight matrix fed by an always-on relay neuron of the previous layer (a chain of relays from the
-input), quantised with the layer's weights. The readout (the last synapse layer, no neurons) is
-the synapse's integer output, ``k`` chip units per float unit, its largest magnitude at 254.
+input), quantised with the layer's weights. The first layer's relay is an input channel, so it
+sends the graded value 255 (the bias's mantissa is then on the scale of the input's weights, not
+255 times theirs); the others are neurons that spike 1. The readout (the last synapse layer, no
+neurons) is the synapse's integer output, ``k`` chip units per float unit, its largest magnitude
+at 254.
 
 The input is 8-bit graded spikes: ``x ~ x_low + q step`` with q in [0, 255] from the
 calibration data's range (x_low = 0 where the data are non-negative). A non-zero x_low is
@@ -71,6 +74,7 @@ class ChipLayer:
     name: str
     weights: sparse.csr_matrix  # int64 mantissas, (outputs, inputs)
     bias: np.ndarray  # int64 mantissas on the relay neuron's column, (outputs,)
+    relay: int  # what the relay sends each step: 255 (graded, the first layer) or a spike, 1
     exponent: int  # weight_exp: the weighted sum is shifted by it
     scale: float  # chip units per float unit: of v (neurons) or of the output (readout)
     neurons: ChipNeurons | None
@@ -140,9 +144,12 @@ def quantize(net: LoweredNet, calibration: np.ndarray) -> ChipNet:
     layers = []
     for index, layer in enumerate(net.layers):
         matrix, bias = layer.matrix.astype(np.float64), layer.bias.astype(np.float64)
-        if index == 0:  # the input in q units: x = low + q step
+        relay = 1
+        if index == 0:  # the input in q units: x = low + q step; the relay sends 255
             bias = bias + matrix @ np.full(matrix.shape[1], fmt.low)
             matrix = matrix * fmt.step
+            relay = INPUT_LEVELS
+            bias = bias / relay
         peak = max(float(abs(matrix).max()) if matrix.nnz else 0.0,
                    float(np.abs(bias).max()) if bias.size else 0.0)
         if peak == 0.0:
@@ -158,5 +165,6 @@ def quantize(net: LoweredNet, calibration: np.ndarray) -> ChipNet:
         weights.data = even_mantissas(weights.data * factor).astype(np.float64)
         weights.eliminate_zeros()
         layers.append(ChipLayer(layer.name, weights.astype(np.int64), even_mantissas(bias * factor),
-                                exponent, scale, neurons, layer.neuron_name, layer.output_shape))
+                                relay, exponent, scale, neurons, layer.neuron_name,
+                                layer.output_shape))
     return ChipNet(fmt, net.input_shape, tuple(layers))

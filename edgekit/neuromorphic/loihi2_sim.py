@@ -56,7 +56,7 @@ def synaptic_input(layer: ChipLayer, x: np.ndarray) -> np.ndarray:
     bias = rules.truncate_weights(layer.bias)
     steps, samples, width = x.shape
     flat = np.asarray(x, dtype=np.int64).reshape(steps * samples, width)
-    accumulated = np.asarray((weights @ flat.T).T, dtype=np.int64) + bias  # relay spikes 1
+    accumulated = np.asarray((weights @ flat.T).T, dtype=np.int64) + bias * layer.relay
     return rules.scale_by_exponent(accumulated, layer.exponent).reshape(steps, samples, -1)
 
 
