@@ -17,8 +17,8 @@ from edgekit.cli.common import (
     err_console,
     input_option,
 )
-from edgekit.errors import UsageError
-from edgekit.exporters import EngineBuildConfig, ValidationFailed
+from edgekit.errors import CheckFailed, UsageError
+from edgekit.exporters import EngineBuildConfig
 from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
 from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
 from edgekit.exporters.registry import ExporterSpec, exporter_names, get_exporter, list_exporters
@@ -211,8 +211,10 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
                             precision=precision, stream=values["stream"], inputs=overrides)
     try:
         result = run_export(resolved, output, to=fmt, options=options, echo=_echo)
-    except ValidationFailed as exc:
-        _print_validation(exc.report.lines(), err=True)
+    except CheckFailed as exc:  # ValidationFailed, or a format's own check with its report
+        report = getattr(exc, "report", None)
+        if report is not None:
+            _print_validation(report.lines(), err=True)
         raise
     _SHOW.get(fmt, _show_plugin)(spec, result, options)
 
