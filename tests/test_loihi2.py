@@ -4,18 +4,25 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+from pathlib import Path
 
+import nir
 import numpy as np
 import pytest
 import torch
 from scipy import sparse
 
 from edgekit.data import load_dataset
-from edgekit.errors import UsageError
+from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters.nir import DEFAULT_DT
 from edgekit.neuromorphic import loihi2_rules as rules
 from edgekit.neuromorphic.loihi2_check import check, float_run
-from edgekit.neuromorphic.loihi2_export import Loihi2CheckFailed, export_loihi2, read_chip
+from edgekit.neuromorphic.loihi2_export import (
+    Loihi2CheckFailed,
+    chip_graph,
+    export_loihi2,
+    read_chip,
+)
 from edgekit.neuromorphic.loihi2_quantize import (
     ChipLayer,
     ChipNet,
@@ -30,15 +37,16 @@ from edgekit.targets import resolve_target
 pytestmark = pytest.mark.usefixtures("single_thread")
 LAVA = importlib.util.find_spec("lava") is not None
 SAMPLES = 48
+TRAINED = Path(__file__).parent / "data" / "spiking-cnn-digits.safetensors"
 
 
 @pytest.fixture(scope="module")
 def cnn():
-    """The registry's spiking-cnn (untrained, it fires), lowered, and digits samples."""
-    source = resolve_target("spiking-cnn")
+    """A trained spiking-cnn (``edgekit train spiking-cnn``: seed 0, 40 epochs, 97.22 % on the
+    360 digits test samples), lowered, and digits."""
+    source = resolve_target(str(TRAINED))
     net = lower_graph(nir_graph_of(source, DEFAULT_DT), DEFAULT_DT)
-    digits = load_dataset(source.task)
-    return source, net, digits
+    return source, net, load_dataset(source.task)
 
 
 def test_lowering_is_the_float_net(cnn):
@@ -99,6 +107,12 @@ def test_quantised_formats_and_the_written_file(cnn, tmp_path):
     assert all((w.weights != c.weights).nnz == 0 and np.array_equal(w.bias, c.bias)
                for w, c in zip(written.layers, chip.layers, strict=True))
     assert result.validation.agreement > 0.95
+    odd = dataclasses.replace(chip.layers[1], bias=chip.layers[1].bias + 1)
+    nir.write(str(tmp_path / "odd.nir"), chip_graph(ChipNet(
+        chip.input_format, chip.input_shape, (chip.layers[0], odd, *chip.layers[2:])),
+        DEFAULT_DT))
+    with pytest.raises(CheckFailed, match="synapse_1 bias: 512 odd mantissas"):
+        read_chip(tmp_path / "odd.nir", [1.0] * 4, [()] * 4)
 
 
 def test_the_check_fails_on_a_wrong_decay_and_on_odd_weights(cnn):
@@ -230,7 +244,7 @@ def test_cli_exports_and_refuses_in_one_line(tmp_path):
     def run(*args: str):
         return CliRunner().invoke(cli, ["export", *args], env={"COLUMNS": "200"})
 
-    made = run("spiking-cnn", "--to", "loihi2", "--calib-samples", "32", "-o",
+    made = run(str(TRAINED), "--to", "loihi2", "--calib-samples", "32", "-o",
                str(tmp_path / "art"))
     assert made.exit_code == 0, made.stderr
     assert "[✓] spikes:" in made.stdout and "loihi2: " in made.stdout

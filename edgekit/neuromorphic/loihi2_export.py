@@ -167,11 +167,17 @@ def chip_graph(chip: ChipNet, dt: float) -> Any:
 
 
 def _mantissas(values: np.ndarray, shift: int, what: str) -> np.ndarray:
+    """The stored mantissas, refused unless they are what the synapse keeps: even integers in
+    [-256, 254] (an odd one would lose its lowest bit on the chip)."""
     m = np.asarray(values, dtype=np.float64) / 2.0 ** shift
     ints = np.rint(m)
     if not np.array_equal(m, ints) or ints.min(initial=0) < rules.WEIGHT_MIN \
             or ints.max(initial=0) > rules.WEIGHT_MAX:
-        raise UsageError(f"{what}: values that are not 8-bit mantissas times 2**{shift}")
+        raise CheckFailed(f"{what}: values that are not 8-bit mantissas times 2**{shift}")
+    odd = int(np.count_nonzero(ints % 2))
+    if odd:
+        raise CheckFailed(f"{what}: {odd} odd mantissas, which Loihi 2's mixed-sign synapse "
+                          f"truncates (it keeps even values in [-256, 254])")
     return ints.astype(np.int64)
 
 
