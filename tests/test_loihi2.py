@@ -110,7 +110,7 @@ def test_quantised_formats_and_the_written_file(cnn, tmp_path):
     assert manifest["files"]["model.nir"]["sha256"] and manifest["manifest_sha256"]
     assert [layer["weight_exp"] for layer in manifest["layers"]] == [
         layer.exponent for layer in chip.layers]
-    written = read_chip(tmp_path / "art" / "model.nir", [1.0] * 4, [()] * 4)
+    written = read_chip(tmp_path / "art" / "model.nir")
     assert all((w.weights != c.weights).nnz == 0 and np.array_equal(w.bias, c.bias)
                for w, c in zip(written.layers, chip.layers, strict=True))
     assert result.validation.agreement > 0.95
@@ -119,7 +119,7 @@ def test_quantised_formats_and_the_written_file(cnn, tmp_path):
         chip.input_format, chip.input_shape, (chip.layers[0], odd, *chip.layers[2:])),
         DEFAULT_DT))
     with pytest.raises(CheckFailed, match="synapse_1 bias: 512 odd mantissas"):
-        read_chip(tmp_path / "odd.nir", [1.0] * 4, [()] * 4)
+        read_chip(tmp_path / "odd.nir")
 
 
 def test_the_check_fails_on_a_wrong_decay_and_on_odd_weights(cnn):
@@ -225,7 +225,7 @@ def test_the_simulation_is_lavas_bit_accurate_loihi2():
             bias = 2 * rng.integers(-40, 60, size=sizes[k + 1]) if k == 0 \
                 else np.zeros(sizes[k + 1], np.int64)
             neurons = ChipNeurons(int(rng.integers(3000, 4096)), int(rng.integers(0, 4096)),
-                                  int(rng.integers(200, 3000)), 0.0, 0.0, 0.0)
+                                  int(rng.integers(200, 3000)))
             layers.append(ChipLayer(f"layer{k}", sparse.csr_matrix(weights), bias,
                                     255 if k == 0 else 1,
                                     [-3, 0, 1][trial] if k == 0 else 0, 1.0, neurons,

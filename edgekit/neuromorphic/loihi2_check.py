@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from edgekit.errors import CheckFailed
 from edgekit.neuromorphic.loihi2_quantize import ChipNet
 from edgekit.neuromorphic.loihi2_sim import ChipRun, run_chip
 from edgekit.spiking.layers import functional, neuron
@@ -125,7 +126,9 @@ def check(model: Any, chip: ChipNet, x: np.ndarray, y: np.ndarray | None,
     run = run_chip(chip, chip.input_format.encode(x), model.T)
     spiking = [t for t in run.traces if t.spikes is not None]
     if len(spiking) != len(float_spikes):
-        raise AssertionError(f"{len(spiking)} chip layers against {len(float_spikes)} float ones")
+        raise CheckFailed(f"the chip has {len(spiking)} neuron layers, the float net ran "
+                          f"{len(float_spikes)}", hint="a neuron module called more than once "
+                                                       "has no Loihi 2 lowering here")
     layers = tuple(
         LayerCheck(t.name if chip_layer.neuron_name is None else chip_layer.neuron_name,
                    int(s.size), int(np.count_nonzero(t.spikes == s)), int(s.sum()),

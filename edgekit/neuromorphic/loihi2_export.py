@@ -137,7 +137,8 @@ def chip_graph(chip: ChipNet, dt: float) -> Any:
                                     bias=layer.bias.astype(np.float64) * layer.relay
                                     * 2.0 ** shift,
                                     metadata={"weight_exp": layer.exponent, "shift": shift,
-                                              "relay": layer.relay,
+                                              "relay": layer.relay, "scale": layer.scale,
+                                              "output_shape": np.asarray(layer.output_shape),
                                               "source_nodes": layer.name})
         edges.append((previous, synapse))
         previous = synapse
@@ -181,7 +182,7 @@ def _mantissas(values: np.ndarray, shift: int, what: str) -> np.ndarray:
     return ints.astype(np.int64)
 
 
-def read_chip(path: str | Path, scales: list[float], shapes: list[tuple[int, ...]]) -> ChipNet:
+def read_chip(path: str | Path) -> ChipNet:
     """The chip's net from a NIR file written by ``chip_graph`` (the check runs this)."""
     nir = require("nir", SPIKING, "Loihi 2 export")
     graph = nir.read(str(path))
@@ -197,11 +198,12 @@ def read_chip(path: str | Path, scales: list[float], shapes: list[tuple[int, ...
         neurons = None
         if node is not None:
             md = node.metadata
-            neurons = ChipNeurons(int(md["du"]), int(md["dv"]), int(md["vth"]), 0.0, 0.0, 0.0)
+            neurons = ChipNeurons(int(md["du"]), int(md["dv"]), int(md["vth"]))
         layers.append(ChipLayer(str(synapse.metadata["source_nodes"]), weights, bias, relay,
-                                int(synapse.metadata["weight_exp"]), scales[k], neurons,
+                                int(synapse.metadata["weight_exp"]),
+                                float(synapse.metadata["scale"]), neurons,
                                 None if node is None else str(node.metadata["source_node"]),
-                                shapes[k]))
+                                tuple(int(d) for d in synapse.metadata["output_shape"])))
         k += 1
     shape = tuple(int(d) for d in graph.nodes["input"].input_type["input"])
     return ChipNet(InputFormat(float(meta["input_low"]), float(meta["input_step"])), shape,
@@ -244,8 +246,7 @@ def export_loihi2(source: ModelSource, out_dir: str | Path, *,
     with atomic_directory(out_dir, inputs=inputs, force=force) as staging:
         model_path = staging / MODEL_FILE
         require("nir", SPIKING, "Loihi 2 export").write(str(model_path), chip_graph(chip, dt))
-        written = read_chip(model_path, [layer.scale for layer in chip.layers],
-                            [layer.output_shape for layer in chip.layers])
+        written = read_chip(model_path)
         if not _same_integers(written, chip):
             raise CheckFailed(f"{model_path.name} read back does not hold the quantised "
                               f"integers")

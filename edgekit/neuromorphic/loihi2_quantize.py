@@ -62,9 +62,10 @@ class ChipNeurons:
     du: int
     dv: int
     vth: int
-    decay: float  # the float net's, which dv approximates
-    gain: float
-    threshold: float
+    # the float population's (None where only the chip's integers are known: a file read back)
+    decay: float | None = None  # which dv approximates
+    gain: float | None = None
+    threshold: float | None = None
 
 
 @dataclass(frozen=True)
