@@ -168,10 +168,12 @@ def test_export_refuses_and_fails_in_one_line(cnn, tmp_path):
 
 
 def _lava_run(chip: ChipNet, q: np.ndarray, T: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The chip's layers as Lava processes (RingBuffer -> Dense -> LIF -> Dense -> LIF), run
-    bit-accurately (fixed_pt); one sample; each layer's spikes and v (T, neurons), re-aligned
-    for the step each Dense adds. The input carries a constant channel: the first layer's
-    relay."""
+    """The chip's net as Lava processes, run bit-accurately (fixed_pt), one sample: the graded
+    input (a RingBuffer) with a constant channel, the first layer's relay; per layer a Dense of
+    the weights and a Dense of the bias column fed by the relay, then a LIF; the relays are a
+    chain of always-on LIFs (each fed by the one before with a weight far above its threshold),
+    delayed like the spikes. Returns per layer its spikes and v (T, neurons), or, for a readout,
+    the summed synaptic output twice (T, outputs), re-aligned for the step each Dense adds."""
     from lava.magma.core.run_conditions import RunSteps
     from lava.magma.core.run_configs import Loihi2SimCfg
     from lava.proc.dense.process import Dense
@@ -181,40 +183,66 @@ def _lava_run(chip: ChipNet, q: np.ndarray, T: int) -> list[tuple[np.ndarray, np
     from lava.proc.monitor.process import Monitor
 
     steps = T + len(chip.layers) + 1
-    data = np.zeros((q.size + 1, steps), dtype=np.int32)
+    width = q.size
+    data = np.zeros((width + 1, steps), dtype=np.int32)
     data[:, :T] = np.append(q.reshape(-1), chip.layers[0].relay)[:, None]
     source = Source(data=data)
-    previous, sinks, monitors = source.s_out, [], []
+    spikes, relay, probes = source.s_out, None, []
     for k, layer in enumerate(chip.layers):
-        weights = layer.weights.toarray()
-        if k == 0:
-            weights = np.hstack([weights, layer.bias[:, None]])
-        dense = Dense(weights=weights, weight_exp=layer.exponent,
-                      num_message_bits=8 if k == 0 else 0)
-        neurons = layer.neurons
-        lif = LIF(shape=(weights.shape[0],), du=neurons.du, dv=neurons.dv, vth=neurons.vth,
-                  bias_mant=0)
-        sink = Sink(shape=(weights.shape[0],), buffer=steps)
-        previous.connect(dense.s_in)
-        dense.a_out.connect(lif.a_in)
+        weights, outputs = layer.weights.toarray(), layer.weights.shape[0]
+        if k == 0:  # the input and its relay channel share the graded port
+            synapses = [(Dense(weights=np.hstack([weights, layer.bias[:, None]]),
+                               weight_exp=layer.exponent, num_message_bits=8), spikes)]
+        else:
+            synapses = [(Dense(weights=weights, weight_exp=layer.exponent), spikes),
+                        (Dense(weights=layer.bias[:, None], weight_exp=layer.exponent), relay)]
+        for dense, port in synapses:
+            port.connect(dense.s_in)
+        if layer.neurons is None:
+            sinks = [Sink(shape=(outputs,), buffer=steps) for _ in synapses]
+            for (dense, _), sink in zip(synapses, sinks, strict=True):
+                dense.a_out.connect(sink.a_in)
+            probes.append(("readout", sinks, None))
+            break
+        n = layer.neurons
+        lif = LIF(shape=(outputs,), du=n.du, dv=n.dv, vth=n.vth, bias_mant=0)
+        for dense, _ in synapses:
+            dense.a_out.connect(lif.a_in)
+        sink, monitor = Sink(shape=(outputs,), buffer=steps), Monitor()
         lif.s_out.connect(sink.a_in)
-        previous = lif.s_out
-        sinks.append(sink)
-        monitors.append((Monitor(), lif))
-        monitors[-1][0].probe(lif.v, steps)
+        monitor.probe(lif.v, steps)
+        probes.append((lif.name, [sink], monitor))
+        always = LIF(shape=(1,), du=4095, dv=0, vth=1, bias_mant=0)  # fires every step fed
+        if k == 0:
+            feed = Dense(weights=np.hstack([np.zeros((1, width), int), [[254]]]),
+                         num_message_bits=8)
+            source.s_out.connect(feed.s_in)
+        else:
+            feed = Dense(weights=np.array([[254]]))
+            relay.connect(feed.s_in)
+        feed.a_out.connect(always.a_in)
+        spikes, relay = lif.s_out, always.s_out
     source.run(condition=RunSteps(num_steps=steps), run_cfg=Loihi2SimCfg(select_tag="fixed_pt"))
     try:
-        return [(sink.data.get()[:, k + 1:k + 1 + T].T.astype(bool),
-                 np.asarray(monitor.get_data()[lif.name]["v"])[k + 1:k + 1 + T])
-                for k, (sink, (monitor, lif)) in enumerate(zip(sinks, monitors, strict=True))]
+        out = []
+        for k, (name, sinks, monitor) in enumerate(probes):
+            window = slice(k + 1, k + 1 + T)
+            if monitor is None:
+                total = sum(sink.data.get() for sink in sinks)[:, window].T
+                out.append((total, total))
+            else:
+                out.append((sinks[0].data.get()[:, window].T.astype(bool),
+                            np.asarray(monitor.get_data()[name]["v"])[window]))
+        return out
     finally:
         source.stop()
 
 
 @pytest.mark.skipif(not LAVA, reason=LAVA_MISSING)
 def test_the_simulation_is_lavas_bit_accurate_loihi2():
-    """Random integer nets, two LIF layers with wraps of nothing and saturation of nothing
-    spared: edgekit's simulation and Lava's PyDenseModelBitAcc + PyLifModelBitAcc spike alike."""
+    """Random integer nets of two LIF layers (biases on relays, weight exponents -3, 0 and 1,
+    random du, dv, vth): edgekit's simulation and Lava's PyDenseModelBitAcc + PyLifModelBitAcc
+    give the same spikes and the same v at every step."""
     rng = np.random.default_rng(0)
     T = 12
     for trial in range(3):
@@ -222,8 +250,7 @@ def test_the_simulation_is_lavas_bit_accurate_loihi2():
         layers = []
         for k in range(2):
             weights = 2 * rng.integers(-128, 128, size=(sizes[k + 1], sizes[k]))
-            bias = 2 * rng.integers(-40, 60, size=sizes[k + 1]) if k == 0 \
-                else np.zeros(sizes[k + 1], np.int64)
+            bias = 2 * rng.integers(-40, 60, size=sizes[k + 1])
             neurons = ChipNeurons(int(rng.integers(3000, 4096)), int(rng.integers(0, 4096)),
                                   int(rng.integers(200, 3000)))
             layers.append(ChipLayer(f"layer{k}", sparse.csr_matrix(weights), bias,
@@ -261,3 +288,22 @@ def test_cli_exports_and_refuses_in_one_line(tmp_path):
         refused = run(*args, "-o", str(tmp_path / "no"))
         assert refused.exit_code == 2 and message in refused.stderr, refused.stderr
         assert len(refused.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.skipif(not LAVA, reason=LAVA_MISSING)
+def test_the_exported_spiking_cnn_runs_alike_in_lava(cnn, tmp_path):
+    """The trained spiking-cnn's file, read back, in Lava (convolutions as Dense matrices,
+    relays, readout): every spike, every v and the readout equal edgekit's, on two samples."""
+    source, _, digits = cnn
+    export_loihi2(source, tmp_path / "art", calib_samples=64)
+    chip = read_chip(tmp_path / "art" / "model.nir")
+    q = chip.input_format.encode(digits.x_test[:2])
+    ours = run_chip(chip, q, source.model.T, record_voltages=True).traces
+    for i in range(len(q)):
+        lava = _lava_run(chip, q[i], source.model.T)
+        for mine, (first, second) in zip(ours, lava, strict=True):
+            if mine.spikes is None:
+                np.testing.assert_array_equal(mine.output[:, i, :], first)
+            else:
+                np.testing.assert_array_equal(mine.spikes[:, i, :], first)
+                np.testing.assert_array_equal(mine.voltages[:, i, :], second)
