@@ -1,5 +1,9 @@
 """edgekit's bit-accurate simulation of a ``ChipNet`` on Loihi 2, vectorised with numpy.
 
+Stands in for Lava's runtime running ``PyDenseModelBitAcc`` and ``PyLifModelBitAcc`` (Lava
+declares Python < 3.11); ``tests/test_loihi2.py`` checks spikes, v and the readout against Lava
+on random nets and on the exported trained spiking-cnn, where Lava imports.
+
 Every operation is a rule of ``loihi2_rules`` (Lava's ``PyDenseModelBitAcc`` and
 ``PyLifModelBitAcc``) on int64 arrays, all neurons of a layer and all samples at once. The net
 is feed-forward, so it runs layer by layer over the T steps: on the chip each synapse layer

@@ -10,6 +10,10 @@ A neuron node becomes its per-step update in NIR's discretisation with the graph
 (forward Euler, as SpikingJelly's importer runs it): ``v <- (1 - decay) v + gain I`` with
 ``decay = dt / tau`` and ``gain = r dt / tau`` (LIF) or ``decay = 0`` and ``gain = r dt`` (IF),
 firing at ``v >= v_threshold`` and resetting to 0.
+
+Hand-written because no installable library lowers NIR to a chip's synapse matrices: Lava 0.10
+and lava-dl 0.6 hold no NIR code. ``tests/test_loihi2.py`` checks that the lowered layers, run in
+float, give PyTorch's spikes exactly.
 """
 from __future__ import annotations
 
