@@ -150,7 +150,7 @@ def test_the_check_fails_on_a_wrong_decay_and_on_odd_weights(cnn):
     assert skewed.agreement < good.agreement
 
 
-def test_export_refuses_and_fails_in_one_line(cnn, tmp_path):
+def test_export_refuses_a_non_spiking_net_and_a_silent_one_leaves_nothing(cnn, tmp_path):
     with pytest.raises(UsageError, match="not a spiking net"):
         export_loihi2(resolve_target("mlp:small"), tmp_path / "mlp")
     source, _, _ = cnn

@@ -122,8 +122,7 @@ def _neurons(node: Any, dt: float) -> Neurons:
     if kind not in ("LIF", "IF"):
         raise UsageError(f"the NIR neuron {kind} has no Loihi 2 lowering here",
                          hint="Loihi 2 export lowers LIF and IF neurons")
-    reset = np.asarray(getattr(node, "v_reset", 0.0) if getattr(node, "v_reset", None)
-                       is not None else 0.0)
+    reset = np.asarray(0.0 if getattr(node, "v_reset", None) is None else node.v_reset)
     leak = np.asarray(getattr(node, "v_leak", 0.0))
     if np.any(reset != 0) or np.any(leak != 0):
         raise UsageError(f"a {kind} neuron with a reset or leak potential other than 0",
