@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import os
 from pathlib import Path
 
 import nir
@@ -293,11 +294,12 @@ def test_cli_exports_and_refuses_in_one_line(tmp_path):
 @pytest.mark.skipif(not LAVA, reason=LAVA_MISSING)
 def test_the_exported_spiking_cnn_runs_alike_in_lava(cnn, tmp_path):
     """The trained spiking-cnn's file, read back, in Lava (convolutions as Dense matrices,
-    relays, readout): every spike, every v and the readout equal edgekit's, on two samples."""
+    relays, readout): every spike, every v and the readout equal edgekit's, on two test samples
+    (EDGEKIT_LAVA_SAMPLES=360 runs all of them, about a second each)."""
     source, _, digits = cnn
     export_loihi2(source, tmp_path / "art", calib_samples=64)
     chip = read_chip(tmp_path / "art" / "model.nir")
-    q = chip.input_format.encode(digits.x_test[:2])
+    q = chip.input_format.encode(digits.x_test[:int(os.environ.get("EDGEKIT_LAVA_SAMPLES", 2))])
     ours = run_chip(chip, q, source.model.T, record_voltages=True).traces
     for i in range(len(q)):
         lava = _lava_run(chip, q[i], source.model.T)
