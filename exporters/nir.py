@@ -147,7 +147,7 @@ class _Recorder(TorchFunctionMode):
             handle.remove()
 
 
-class _Body(nn.Module):
+class TimeMajorBody(nn.Module):
     """The time-major part of a ``MultiStepNet`` as a module, which is what NIR describes."""
 
     def __init__(self, model: MultiStepNet) -> None:
@@ -158,7 +158,7 @@ class _Body(nn.Module):
         return self.model.forward_seq(x_seq)
 
 
-def _example(source: ModelSource, batch: int) -> torch.Tensor:
+def example_sequence(source: ModelSource, batch: int) -> torch.Tensor:
     (x,) = source.example_inputs(batch=batch)
     return source.model.encode(x)  # [T, B, C, H, W]
 
@@ -169,7 +169,7 @@ def nir_blockers(source: ModelSource) -> list[Blocker]:
     model = source.model.eval()
     recorder = _Recorder(model)
     functional.reset_net(model)
-    x_seq = _example(source, 1)
+    x_seq = example_sequence(source, 1)
     try:
         with recorder:
             model.forward_seq(x_seq)
@@ -179,7 +179,7 @@ def nir_blockers(source: ModelSource) -> list[Blocker]:
     return recorder.blockers
 
 
-def _refusal(name: str, blockers: list[Blocker]) -> UsageError:
+def nir_refusal(name: str, blockers: list[Blocker]) -> UsageError:
     groups: dict[str, list[Blocker]] = {}
     for b in sorted(blockers, key=lambda b: b.rank):  # stable: run order within a rank
         groups.setdefault(b.operation, []).append(b)
@@ -248,7 +248,7 @@ def validate_nir(path: Path, source: ModelSource, dt: float, atol: float, rtol: 
                  batch: int = VALIDATION_BATCH) -> ValidationReport:
     """The NIR file, read back and run by SpikingJelly, against PyTorch on example inputs."""
     with torch.no_grad():
-        x_seq = _example(source, batch)
+        x_seq = example_sequence(source, batch)
         functional.reset_net(source.model)
         reference = source.model.forward_seq(x_seq)  # [T, B, classes]
         actual = _import_and_run(path, x_seq, dt)
@@ -273,7 +273,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, options: ArtifactOption
         raise UsageError(f"dt must be positive, got {dt}")
     blockers = nir_blockers(source)
     if blockers:
-        raise _refusal(source.name, blockers)
+        raise nir_refusal(source.name, blockers)
     atol = source.export_settings.atol if options.atol is None else options.atol
     rtol = source.export_settings.rtol if options.rtol is None else options.rtol
     started = time.perf_counter()
@@ -285,7 +285,7 @@ def export_nir(source: ModelSource, out_dir: str | Path, options: ArtifactOption
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
         with torch.no_grad():
-            graph = conform(export_to_nir(_Body(model), _example(source, 1), dt=dt), dt)
+            graph = conform(export_to_nir(TimeMajorBody(model), example_sequence(source, 1), dt=dt), dt)
         functional.reset_net(model)
         nir.write(str(model_path), graph)
         report = validate_nir(model_path, source, dt, atol, rtol)

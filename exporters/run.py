@@ -146,6 +146,27 @@ def _nir(job: ExportJob) -> Any:
     return export_nir(source, out, job.options)
 
 
+def _loihi2(job: ExportJob) -> Any:
+    """A spiking model in Loihi 2's fixed-point formats, checked against the float net by
+    edgekit's bit-accurate simulation of the chip (``edgekit.neuromorphic``)."""
+    from edgekit.neuromorphic.loihi2_export import export_loihi2  # SpikingJelly, nir, scipy
+
+    out = job.folder()
+    source = job.model()
+    job.echo(f"exporting {source.name} to loihi2 -> {out}")
+    return export_loihi2(source, out, calib_data=job.options.calib_data,
+                         calib_samples=job.options.precision.calib_samples,
+                         force=job.options.force, echo=job.echo)
+
+
+def _loihi2_summary(result: Any) -> list[str]:
+    m = result.manifest
+    exps = ", ".join(str(layer["weight_exp"]) for layer in m["layers"])
+    return [f"Loihi 2 fixed point: {len(m['layers'])} synapse layers (weight_exp {exps}), "
+            f"8-bit graded input, T={m['timesteps']}; checked on {m['validation']['inputs']} "
+            f"with edgekit's bit-accurate simulation, {result.seconds:.1f} s"]
+
+
 def _check_tensorrt(options: ExportOptions) -> None:
     from edgekit.backends.tensorrt_runner import require_cuda_gpu, require_tensorrt
     from edgekit.exporters.tensorrt import check_precision_supported
@@ -186,16 +207,16 @@ def _calib_file(options: ExportOptions) -> list[Path]:
 def _check_target(target: Target, to: str, options: ExportOptions) -> None:
     """What this target cannot be exported to, in one line before any work."""
     _check_stream(target, to, options)
-    if isinstance(target, ArtifactTarget) and to in ("onnx", "nir") \
+    if isinstance(target, ArtifactTarget) and to in ("onnx", "nir", "loihi2") \
             and options.precision.name == "fp32":
         raise UsageError(f"{target.folder} is already an artifact; --to {to} exports a model",
                          hint="give the model or checkpoint it came from, or convert it with "
                               "--precision fp16/int8")
-    if isinstance(target, OnnxFileTarget) and to == "nir":
-        raise UsageError("--to nir exports a spiking PyTorch model; an ONNX file has no neurons "
+    if isinstance(target, OnnxFileTarget) and to in ("nir", "loihi2"):
+        raise UsageError(f"--to {to} exports a spiking PyTorch model; an ONNX file has no neurons "
                          "to read", hint="give the spiking module (file.py:callable)")
-    if isinstance(target, ModelSource) and to == "nir" and not target.spiking:
-        raise UsageError(f"{target.name} is not a spiking net; NIR describes spiking nets",
+    if isinstance(target, ModelSource) and to in ("nir", "loihi2") and not target.spiking:
+        raise UsageError(f"{target.name} is not a spiking net; --to {to} takes spiking nets",
                          hint="export it with --to onnx")
 
 
@@ -203,7 +224,7 @@ def _check_stream(target: Target, to: str, options: ExportOptions) -> None:
     """Where a streaming export cannot be made, one line before any work."""
     if not options.stream:
         return
-    if to == "nir":
+    if to in ("nir", "loihi2"):
         raise UsageError("--stream applies to ONNX, TensorRT and Jetson-bundle exports")
     if not isinstance(target, ModelSource):
         raise UsageError("--stream applies when exporting from a model or checkpoint; the "
@@ -300,4 +321,11 @@ register_exporter(ExporterSpec(
     name="nir", description="a NIR graph of a spiking model, for neuromorphic chips",
     from_onnx=False, export=_nir,
     refusals=((tuple(sorted(_ONNX_EXPORT)), "apply to ONNX exports; a NIR graph has no batch "
+                                            "dimension or opset"),)))
+register_exporter(ExporterSpec(
+    name="loihi2", description="a spiking model in Loihi 2's fixed-point formats (NIR and a "
+                               "manifest), checked by a bit-accurate simulation",
+    from_onnx=False, export=_loihi2, options=frozenset({"calib_data", "calib_samples"}),
+    summary=_loihi2_summary,
+    refusals=((tuple(sorted(_ONNX_EXPORT)), "apply to ONNX exports; a Loihi 2 net has no batch "
                                             "dimension or opset"),)))

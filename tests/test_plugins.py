@@ -145,7 +145,7 @@ def test_an_installed_package_adds_a_model_a_precision_and_exporters(tmp_path: P
     assert (tmp_path / "demo-mlp-onnx-copy" / "copy.onnx").stat().st_size > 0
 
     helped = _run("export", "--help", cwd=tmp_path, site=site)
-    assert "[onnx|tensorrt|jetson-bundle|nir|layers|onnx-copy]" in helped.stdout
+    assert "[onnx|tensorrt|jetson-bundle|nir|loihi2|layers|onnx-copy]" in helped.stdout
     assert "fp8demo" in helped.stdout
     # The rules a plugin format declares: options it does not take name the formats that do.
     refused = _run("export", "demo-mlp", "--to", "layers", "--opset", "18", cwd=tmp_path,
@@ -164,7 +164,8 @@ def test_without_the_plugin_its_names_are_unknown_and_listed(tmp_path: Path) -> 
     assert result.returncode == 2
     assert len(result.stderr.splitlines()) == 1
     assert result.stderr.startswith("edgekit: error: Invalid value for '--to': 'layers' is not "
-                                    "one of 'onnx', 'tensorrt', 'jetson-bundle', 'nir' (see ")
+                                    "one of 'onnx', 'tensorrt', 'jetson-bundle', 'nir', "
+                                    "'loihi2' (see ")
 
 
 def test_import_option_and_environment_load_a_script(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ from edgekit.cli.common import (
     err_console,
     input_option,
 )
-from edgekit.errors import UsageError
-from edgekit.exporters import EngineBuildConfig, ValidationFailed
+from edgekit.errors import CheckFailed, UsageError
+from edgekit.exporters import EngineBuildConfig
 from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
 from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
 from edgekit.exporters.registry import ExporterSpec, exporter_names, get_exporter, list_exporters
@@ -72,7 +72,7 @@ def _check_options(spec: ExporterSpec, target_is_artifact: bool, values: dict[st
     if extra:
         same = [n for n in extra if _takers(n) == _takers(extra[0])]
         raise UsageError(f"{', '.join(map(_flag, same))} apply to {_takers(extra[0])}")
-    if (values["precision"] or "fp32") != "int8":
+    if "precision" in spec.options and (values["precision"] or "fp32") != "int8":
         extra_int8 = _given(values, _INT8_OPTIONS)
         if extra_int8:
             raise UsageError(f"{', '.join(extra_int8)} apply to --precision int8")
@@ -158,7 +158,7 @@ def _precision_names() -> tuple[str, ...]:
               help="Jetson bundle: profile with CUDA graphs in the README's commands.")
 @click.option("-o", "--output", type=click.Path(file_okay=False),
               help="Output folder (default ./MODEL-onnx, ./MODEL-tensorrt-PRECISION, "
-                   "./MODEL-jetson, ./MODEL-nir).")
+                   "./MODEL-jetson, ./MODEL-nir, ./MODEL-loihi2).")
 @click.option("--stream", is_flag=True,
               help="Export the model's streaming step: the state it carries between calls "
                    "(WiFi-Mamba's SSM memory) as an input, the next state as an output.")
@@ -202,6 +202,8 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
             calibrator=values["calibrator"] or "entropy",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])
+    elif not spec.from_onnx and values["calib_samples"] is not None:  # a model's own quantiser
+        precision = PrecisionConfig(calib_samples=values["calib_samples"])
     options = ExportOptions(opset=values["opset"], batch=values["batch"],
                             dynamic_batch=values["dynamic_batch"], device=profile, atol=atol,
                             rtol=rtol, engine=engine, calib_data=values["calib_data"],
@@ -209,8 +211,10 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
                             precision=precision, stream=values["stream"], inputs=overrides)
     try:
         result = run_export(resolved, output, to=fmt, options=options, echo=_echo)
-    except ValidationFailed as exc:
-        _print_validation(exc.report.lines(), err=True)
+    except CheckFailed as exc:  # ValidationFailed, or a format's own check with its report
+        report = getattr(exc, "report", None)
+        if report is not None:
+            _print_validation(report.lines(), err=True)
         raise
     _SHOW.get(fmt, _show_plugin)(spec, result, options)
 
