@@ -285,7 +285,8 @@ def export_nir(source: ModelSource, out_dir: str | Path, options: ArtifactOption
         model_path = staging / MODEL_FILE
         functional.reset_net(model)
         with torch.no_grad():
-            graph = conform(export_to_nir(TimeMajorBody(model), example_sequence(source, 1), dt=dt), dt)
+            nir_graph = export_to_nir(TimeMajorBody(model), example_sequence(source, 1), dt=dt)
+            graph = conform(nir_graph, dt)
         functional.reset_net(model)
         nir.write(str(model_path), graph)
         report = validate_nir(model_path, source, dt, atol, rtol)

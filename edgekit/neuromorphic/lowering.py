@@ -198,7 +198,13 @@ def lower_graph(graph: Any, dt: float) -> LoweredNet:
 def nir_graph_of(source: Any, dt: float) -> Any:
     """SpikingJelly's NIR graph of a ``MultiStepNet`` source (refused where NIR cannot express
     an operation), made spec-conformant as ``edgekit export --to nir`` writes it."""
-    from edgekit.exporters.nir import TimeMajorBody, example_sequence, nir_refusal, conform, nir_blockers
+    from edgekit.exporters.nir import (
+        TimeMajorBody,
+        conform,
+        example_sequence,
+        nir_blockers,
+        nir_refusal,
+    )
     from edgekit.spiking.layers import MultiStepNet, functional
 
     require("nir", SPIKING, "Loihi 2 export")
@@ -213,6 +219,7 @@ def nir_graph_of(source: Any, dt: float) -> Any:
         raise nir_refusal(source.name, blockers)
     functional.reset_net(model)
     with torch.no_grad():
-        graph = conform(export_to_nir(TimeMajorBody(model), example_sequence(source, 1), dt=dt), dt)
+        nir_graph = export_to_nir(TimeMajorBody(model), example_sequence(source, 1), dt=dt)
+        graph = conform(nir_graph, dt)
     functional.reset_net(model)
     return graph
