@@ -35,6 +35,7 @@ from edgekit.targets import (
     resolve_target,
 )
 from edgekit.training import evaluate_entry
+from edgekit.workdirs import owned_tempdir
 
 
 @dataclass(frozen=True)
@@ -120,12 +121,12 @@ def fleet_compare(names: Sequence[str], client: Any,
                              "array per input and labels) or --evaluate file.py:fn",
                              hint="or measure them alone with 'edgekit profile --fleet'")
     kinds = select_kinds(client, devices)  # a kind with no worker fails before any work
-    with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
+    with owned_tempdir("edgekit-fleet-") as tmp:
         scored = {}
         for i, name in enumerate(names):
             if progress is not None:
                 progress(ProgressUpdate("scoring and exporting", i, len(names), note=name))
-            scored[name] = _scored(name, targets[name], settings, data, Path(tmp), progress,
+            scored[name] = _scored(name, targets[name], settings, data, tmp, progress,
                                    scorer)
         if progress is not None:
             progress(ProgressUpdate("scoring and exporting", len(names), len(names)))
@@ -161,8 +162,8 @@ def fleet_profile(target: Any, client: Any,
     kinds = select_kinds(client, devices)
     resolved = resolve_target(target, inputs=inputs, batch=settings.batch)
     name = resolved.name if not isinstance(target, (str, Path)) else str(target)
-    with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
-        payload = _export(name, resolved, settings, Path(tmp))
+    with owned_tempdir("edgekit-fleet-") as tmp:
+        payload = _export(name, resolved, settings, tmp)
     outcomes = run_jobs(client, [Job(name, kind) for kind in kinds], {name: payload},
                         settings, limits=limits, progress=progress)
     return {"reports": [o.report for o in outcomes if o.report is not None],

@@ -21,6 +21,7 @@ from edgekit.fleet.child import DONE, RESULT_FILE, SETTINGS_FILE, TARGET_FILE
 from edgekit.fleet.payload import Payload
 from edgekit.fleet.worker import labelled_only
 from edgekit.interpreter import module_command
+from edgekit.workdirs import owned_tempdir
 
 TOPIC = "edgekit-fleet"  # the Dask event topic jobs report their start and end on
 _TAIL = 300  # characters of a crashed runner's output kept in the error line
@@ -124,8 +125,7 @@ def profile_job(payload: Payload, settings: dict[str, Any], device: str,
     client's ``ProfileSettings``; the device is this worker's kind."""
     worker = _announce("start")
     try:
-        with tempfile.TemporaryDirectory(prefix="edgekit-fleet-") as tmp:
-            workdir = Path(tmp)
+        with owned_tempdir("edgekit-fleet-") as workdir:
             target = payload.unpack(workdir)
             (workdir / SETTINGS_FILE).write_text(json.dumps(
                 {**settings, "device": device, "as_device": labelled_only()}))

@@ -10,7 +10,6 @@ the end-to-end latency.
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -33,6 +32,7 @@ from edgekit.profiles import DeviceProfile, detect_profile, load_profile
 from edgekit.profiles.claim import measured_on
 from edgekit.progress import Progress, ProgressUpdate
 from edgekit.targets import ArtifactTarget, ModelSource, OnnxFileTarget, Target, resolve_target
+from edgekit.workdirs import owned_tempdir
 
 
 @dataclass(frozen=True)
@@ -283,8 +283,8 @@ def profile(target: Any, settings: ProfileSettings = ProfileSettings(),
     device, here = resolve_device(settings.device, as_device=settings.as_device,
                                   sysfs=settings.sysfs_root)
     threads = settings.threads or available_cores()
-    with tempfile.TemporaryDirectory(prefix="edgekit-profile-") as tmp:
-        prepared = _prepare(resolved, settings, threads, Path(tmp))
+    with owned_tempdir("edgekit-profile-") as tmp:
+        prepared = _prepare(resolved, settings, threads, tmp)
         meter = meter or open_meter(here or device, settings.energy, root=settings.sysfs_root)
         memory = PeakMemoryTracker()
         memory.start()
