@@ -11,7 +11,7 @@ on a net that breaks it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,7 +44,7 @@ class FitReport:
     def to_json(self) -> dict[str, Any]:
         return {"chip": self.chip.name, "display_name": self.chip.display_name,
                 "fits": self.fits, "usage": self.usage,
-                "checks": [vars(c) | {} for c in self.checks]}
+                "checks": [asdict(c) for c in self.checks]}
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import queue
 import time
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -29,7 +30,7 @@ from edgekit.methods.zipmoe.store import Store, check_extent
 from edgekit.storage import StorageReader
 
 
-class ThreadDecoder:
+class ThreadDecoder(ABC):
     """The I/O thread's reads and the compute thread's rebuild; subclasses decompress."""
 
     description: str
@@ -70,7 +71,7 @@ class ThreadDecoder:
         """Tensor ``t``'s exponent plane, decoded off the compute thread."""
         return job.exps[t]
 
-    def release(self, job: ExpertJob) -> None:
+    def release(self, job: ExpertJob) -> None:  # noqa: B027 - a default that has nothing to do
         """Nothing is lent: every expert is rebuilt into its own tensors."""
 
     def cancel(self, job: ExpertJob) -> None:
@@ -80,7 +81,7 @@ class ThreadDecoder:
         for job in jobs:
             job.wait()
 
-    def restart_counts(self) -> None:
+    def restart_counts(self) -> None:  # noqa: B027 - a default that has nothing to do
         """The I/O thread adds its CPU time to the statistics as it goes."""
 
     def close(self) -> None:
@@ -135,11 +136,11 @@ class ThreadDecoder:
         if cap is not None:
             cap.throttle(READ_AHEAD_S)
 
-    def _drain(self) -> None:
+    def _drain(self) -> None:  # noqa: B027 - a default that has nothing to do
         """After a batch's last read: whatever the I/O thread still has to do."""
 
+    @abstractmethod
     def _hand_over(self, job: ExpertJob, t: int, blob: bytes | memoryview,
                    ready_at: float) -> None:
         """Tensor ``t``'s exponent bytes, which the channel delivers at ``ready_at``, to whoever
         decompresses them: each subclass says who."""
-        raise NotImplementedError(f"{type(self).__name__} hands exponent bytes to no decoder")
