@@ -12,12 +12,13 @@ agreement, not accuracy). Latency: ``--rounds`` rounds, each timing every case o
 that rotates between rounds; the table quotes the median over rounds of each round's median call,
 with the min-max spread. A second int8 artifact calibrated by MinMax (edgekit's default is
 Entropy) is scored for agreement, to tell a calibration problem from a graph problem;
-``--int8-ops Gemm,Conv`` adds an int8 artifact quantizing only those operators, timed and scored
-like the others. ONNX Runtime's profiler splits the time of fp32 and each int8 by operator type
-(1 thread), to show where int8 wins or loses.
+edgekit's int8 quantizes the weight layers of a graph with attention and every operator of
+the others (``--int8-ops auto``); ``--int8-ops weights|all`` adds an int8 artifact with that
+operator set, timed and scored like the others. ONNX Runtime's profiler splits the time of fp32
+and each int8 by operator type (1 thread), to show where int8 wins or loses.
 
     python benchmarks/edge_suite.py [--models mobilenet-v2,vit-s16] [--rounds 5]
-        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops Gemm,Conv]
+        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops all]
         [--no-minmax] [--out edge_suite]
 """
 from __future__ import annotations
@@ -36,9 +37,12 @@ import numpy as np
 import torch
 from common import RESULTS, markdown_table, median, run_rounds, write_result
 
+from edgekit.estimate.roofline import roofline
+from edgekit.estimate.run import analyse
 from edgekit.exporters import export_onnx, load_artifact
 from edgekit.exporters.calibration import samples_for_artifact
-from edgekit.exporters.quantize import PrecisionConfig, export_precision
+from edgekit.exporters.quantize import INT8_OPS, PrecisionConfig, export_precision
+from edgekit.profiles import calibrate, detect_profile
 from edgekit.suites import SuiteModel, get_suite
 from edgekit.suites.run import agreement_data
 from edgekit.targets import ModelSource, resolve_target
@@ -113,32 +117,6 @@ def agreement(sessions: dict[str, Any], arrays: dict[str, np.ndarray],
             "distinct_fp32_classes": int(len(set(ref.tolist())))}
 
 
-def int8_only_ops(fp32: Path, out: Path, arrays: dict[str, np.ndarray], ops: list[str],
-                  work: Path) -> Path:
-    """Static int8 as edgekit makes it (QDQ, per-channel int8 weights, uint8 activations,
-    Entropy calibration, ``quant_pre_process`` first) but quantizing only ``ops``: ONNX
-    Runtime's recipe for transformers keeps LayerNorm, Softmax and GELU in float."""
-    from onnxruntime import quantization as q
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    class Reader(q.CalibrationDataReader):
-        def __init__(self) -> None:
-            n = len(next(iter(arrays.values())))
-            self._feeds = iter([{k: v[i:i + 1] for k, v in arrays.items()} for i in range(n)])
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self._feeds, None)
-
-    prepared = work / "int8-ops-prepared.onnx"
-    quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    q.quantize_static(str(prepared), str(out), Reader(), quant_format=q.QuantFormat.QDQ,
-                      per_channel=True, activation_type=q.QuantType.QUInt8,
-                      weight_type=q.QuantType.QInt8, op_types_to_quantize=ops,
-                      calibrate_method=q.CalibrationMethod.Entropy)
-    return out
-
-
 def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     source = resolve_target(member.target, inputs=member.inputs)
@@ -169,12 +147,16 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
                                 check=False, score=False)
         validated["int8-minmax"] = made.validation.passed
     paths = {p: f / "model.onnx" for p, f in folders.items()}
-    if args.int8_ops:  # the same calibration inputs as int8's
-        calib = samples_for_artifact(fp32.folder, fp32.manifest, data, args.calib_samples)
+    if args.int8_ops:  # the same calibration inputs as int8's, another operator set
         t0 = time.perf_counter()
-        paths["int8-ops"] = int8_only_ops(paths["fp32"], work / "int8-ops" / "model.onnx",
-                                          calib.arrays, args.int8_ops.split(","), work)
+        made = export_precision(fp32, work / "int8-ops",
+                                PrecisionConfig(name="int8", int8_ops=args.int8_ops),
+                                samples=samples_for_artifact(fp32.folder, fp32.manifest, data,
+                                                             args.calib_samples),
+                                check=False, score=False)
         convert_s["int8-ops"] = time.perf_counter() - t0
+        paths["int8-ops"] = made.folder / "model.onnx"
+        validated["int8-ops"] = made.validation.passed
     feed = source.inputs.feed()
     record: dict[str, Any] = {
         "model": member.name, "kind": member.kind, "target": member.target,
@@ -182,7 +164,9 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
         "inputs": source.inputs.describe(), "export_s": round(export_s, 1),
         "convert_s": {k: round(v, 1) for k, v in convert_s.items()},
         "bytes": {p: path.stat().st_size for p, path in paths.items()},
-        "validated": validated, "int8_target_applies": member.int8_target}
+        "validated": validated, "int8_target_applies": member.int8_target,
+        "int8_ops_used": {p: load_artifact(paths[p].parent).manifest["quantization"]["int8_ops"]
+                          ["used"] for p in ("int8", "int8-ops") if p in paths}}
     named = np.load(data)
     arrays = {k: named[k] for k in source.inputs.names}
     sessions = {p: session(path, 2) for p, path in paths.items()}
@@ -223,8 +207,56 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
     if "int8" in paths:
         record["ops_ms_1thread"] = {p: op_breakdown(paths[p], feed, work)
                                     for p in ("fp32", "int8", "int8-ops") if p in paths}
+    record["estimate"] = beside_measured(source, lat, args.calibration_threads)
     record["total_s"] = round(time.perf_counter() - started, 1)
     return record
+
+
+def calibrated_here() -> dict[str, Any]:
+    """This machine's profile, a generic one calibrated now (at torch's thread count) when it is
+    not yet: the estimates' peaks and bandwidth."""
+    profile = detect_profile()
+    if profile.generic and not profile.calibrated:
+        calibrate(profile.name)
+        profile = detect_profile()
+    return {"device": profile.name, "threads": torch.get_num_threads(),
+            "peak_ops_per_s": {p: profile.peak_for(p) for p in PRECISIONS},
+            "memory_bandwidth_bytes_s": profile.memory_bandwidth_bytes_s}
+
+
+def beside_measured(source: ModelSource, lat: dict[str, Any], threads: int) -> dict[str, Any]:
+    """``edgekit estimate``'s roofline for this machine's calibrated profile at each precision,
+    beside ONNX Runtime's measured median at the thread count the calibration ran with."""
+    analysis = analyse(source, 1)
+    here = detect_profile()
+    rows = {}
+    for p in PRECISIONS:
+        row = roofline(analysis, here, p)
+        measured = lat.get(f"ort-{p}@{threads}", {}).get("median")
+        rows[p] = {"estimated_ms": row["latency_ms"], "measured_ms": measured,
+                   "measured_over_estimated": (measured / row["latency_ms"]
+                                               if measured and row["latency_ms"] else None),
+                   "compute_bound_layers": row["compute_bound_layers"],
+                   "memory_bound_layers": row["memory_bound_layers"]}
+    return {"device": here.name, "threads": threads, "flops": analysis.flops,
+            "method": analysis.method, "precisions": rows}
+
+
+def estimate_table(records: list[dict[str, Any]]) -> str:
+    header = ["model", "precision", "estimated ms", "measured ORT ms", "measured / estimated",
+              "compute-bound layers"]
+    rows = []
+    for r in records:
+        for p, e in r.get("estimate", {}).get("precisions", {}).items():
+            if e["estimated_ms"] is None:
+                continue
+            ratio = e["measured_over_estimated"]
+            rows.append([r["model"], p, f"{e['estimated_ms']:.2f}",
+                         f"{e['measured_ms']:.2f}" if e["measured_ms"] else "-",
+                         f"{ratio:.2f}x" if ratio else "-",
+                         f"{e['compute_bound_layers']} of "
+                         f"{e['compute_bound_layers'] + e['memory_bound_layers']}"])
+    return markdown_table(header, rows)
 
 
 def _ms(lat: dict[str, Any], key: str) -> str:
@@ -247,8 +279,9 @@ def table(records: list[dict[str, Any]]) -> str:
         lat, agree = r["latency_ms"], r.get("agreement", {})
         for t in THREADS:
             ratio = r["int8_over_fp32"].get(str(t))  # keys as JSON has them
+            used = r.get("int8_ops_used", {}).get("int8")
             rows.append([
-                r["model"], t, _ms(lat, f"torch-fp32@{t}"), _ms(lat, f"ort-fp32@{t}"),
+                f"{r['model']} (int8 of {used})" if used else r["model"], t, _ms(lat, f"torch-fp32@{t}"), _ms(lat, f"ort-fp32@{t}"),
                 _ms(lat, f"ort-fp16@{t}"), _ms(lat, f"ort-int8@{t}"),
                 f"{ratio:.2f}x ({1 / ratio:.2f}x faster)" if ratio else "-",
                 f"{agree['int8_vs_fp32'] * 100:.1f}%" if "int8_vs_fp32" in agree else "-",
@@ -263,7 +296,7 @@ def table(records: list[dict[str, Any]]) -> str:
         if "int8_ops" in r:
             for t in THREADS:
                 ratio = r["int8_ops_over_fp32"][str(t)]
-                rows.append([f"{r['model']}, int8 of {r['int8_ops']} only", t, "-",
+                rows.append([f"{r['model']}, int8 ops {r['int8_ops']}", t, "-",
                              _ms(lat, f"ort-fp32@{t}"), "-", _ms(lat, f"ort-int8-ops@{t}"),
                              f"{ratio:.2f}x ({1 / ratio:.2f}x faster)",
                              f"{agree['int8-ops_vs_fp32'] * 100:.1f}%", "-", "-",
@@ -325,14 +358,17 @@ def main() -> None:
                              "every sample in memory: ViT-S takes about 150 MB a sample)")
     parser.add_argument("--no-minmax", dest="minmax", action="store_false",
                         help="skip the int8 twin calibrated by MinMax instead of Entropy")
-    parser.add_argument("--int8-ops", help="also an int8 artifact quantizing only these "
-                                           "operator types, e.g. MatMul,Gemm,Conv")
+    parser.add_argument("--int8-ops", choices=INT8_OPS,
+                        help="also an int8 artifact with this operator set (edgekit's default "
+                             "is auto: the weight layers for a graph with attention, else all)")
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds per case per round")
     parser.add_argument("--min-iters", type=int, default=5)
     parser.add_argument("--out", default="edge_suite")
     args = parser.parse_args()
     suite = get_suite(args.suite)
     members = suite.select(args.models.split(",") if args.models else None)
+    here = calibrated_here()
+    args.calibration_threads = here["threads"]
     load_before = os.getloadavg()[0]
     started = time.perf_counter()
     records = []
@@ -346,7 +382,7 @@ def main() -> None:
                     records.append({"model": member.name, "error": f"{type(exc).__name__}: "
                                                                    f"{str(exc)[:300]}"})
             print(table(records[-1:]), flush=True)
-    body = {"machine": machine(), "suite": suite.name, "settings": vars(args),
+    body = {"machine": machine(), "calibrated_profile": here, "suite": suite.name, "settings": vars(args),
             "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
             "wall_s": round(time.perf_counter() - started, 1),
             "ort_options": "ORT_ENABLE_ALL, sequential, intra-op threads pinned, inter-op 1, "
@@ -355,6 +391,7 @@ def main() -> None:
     write_result(args.out, body)
     plot(records, RESULTS / f"{args.out}.png")
     print(table(records))
+    print(estimate_table(records))
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from edgekit.extensions import Registry
 @dataclass(frozen=True, kw_only=True)
 class Precision:
     name: str  # the name in profiles, reports and on the command line: "fp16"
-    torch_dtype: str | None  # the dtype calibration's GEMM runs in; None: needs a quantised kernel
+    torch_dtype: str | None  # the dtype calibration's GEMM runs in; None: no torch GEMM to time
     integer: bool = False  # peaks count OP/s (TOPS), not FLOP/s
     gpu_only: bool = False  # a GPU tensor-core mode (TF32) with no CPU kernel to time
     calibrate: bool = False  # measured by ``edgekit devices --calibrate`` unless told otherwise
@@ -69,7 +69,8 @@ register_precision(Precision(name="fp16", torch_dtype="float16", calibrate=True,
                              roundoff=2.0**-11, onnx=True, bits=16))
 register_precision(Precision(name="bf16", torch_dtype="bfloat16", calibrate=True, roundoff=2.0**-8,
                              bits=16))
-register_precision(Precision(name="int8", torch_dtype=None, integer=True, trtexec_flag="--int8",
+register_precision(Precision(name="int8", torch_dtype="int8", integer=True, calibrate=True,
+                             trtexec_flag="--int8",
                              builder_flag="INT8", column=True, roundoff=2.0**-7, onnx=True,
                              bits=8))
 

@@ -55,6 +55,16 @@ from edgekit.provenance import provenance
 from edgekit.quiet import quiet
 
 QUANTIZATIONS = ("static", "dynamic")
+# Which operators static int8 quantizes. "weights": the layers that carry weights (Conv, Gemm,
+# MatMul with a constant operand) and the ReLU/Clip ONNX Runtime folds into them, as ONNX
+# Runtime's own recipe for transformers does: Softmax, LayerNorm, GELU, the attention matmuls and
+# the residual stream stay float. "all": every operator ONNX Runtime can quantize. "auto":
+# "weights" for a graph with attention (a Softmax), "all" otherwise. Measured on real-size models
+# in benchmarks/README.md ("int8 of the weight layers only").
+INT8_OPS = ("auto", "weights", "all")
+WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+FOLDED_ACTIVATIONS = frozenset({"Relu", "Clip"})
+ATTENTION_OPS = frozenset({"Softmax"})
 MODEL_FILE = "model.onnx"
 # Error allowed at an output, in grid units of the precision times the output's largest reference
 # magnitude (a normwise bound |a - r| <= K * u * max|r|). One rounding at the output alone costs
@@ -81,6 +91,7 @@ class PrecisionConfig:
     calibrator: str = "entropy"  # int8 static: ONNX Runtime's Entropy or MinMax calibration
     calib_samples: int = DEFAULT_SAMPLES
     calib_batch: int | None = None  # None: the model's fixed batch, else 32
+    int8_ops: str = "auto"  # int8 static: which operators (INT8_OPS)
 
     def __post_init__(self) -> None:
         if self.name not in onnx_names():
@@ -89,6 +100,8 @@ class PrecisionConfig:
             raise UnknownNameError("quantization", self.quantization, QUANTIZATIONS)
         if self.calibrator not in CALIBRATORS:
             raise UnknownNameError("calibrator", self.calibrator, CALIBRATORS)
+        if self.int8_ops not in INT8_OPS:
+            raise UnknownNameError("int8 operator set", self.int8_ops, INT8_OPS)
         if self.calib_samples < 1:
             raise UsageError(f"--calib-samples must be at least 1, got {self.calib_samples}")
 
@@ -143,6 +156,44 @@ def _to_int8_dynamic(fp32: Path, out: Path) -> dict[str, Any]:
             "tool": "onnxruntime.quantization.quantize_dynamic", "calibration": None}
 
 
+def weight_layer_nodes(graph: Any) -> list[str]:
+    """Names of the nodes int8 of the weight layers quantizes: Conv, Gemm and MatMul nodes with
+    a constant operand (an attention matmul multiplies two activations), and a ReLU or Clip
+    right after one (ONNX Runtime folds it into the layer's output range)."""
+    constants = {t.name for t in graph.initializer}
+    constants |= {o for n in graph.node if n.op_type == "Constant" for o in n.output}
+    layers = [n for n in graph.node
+              if n.op_type in WEIGHT_OPS and any(i in constants for i in n.input[1:])]
+    layer_outputs = {o for n in layers for o in n.output}
+    folded = [n for n in graph.node
+              if n.op_type in FOLDED_ACTIVATIONS and n.input and n.input[0] in layer_outputs]
+    return [n.name for n in (*layers, *folded)]
+
+
+def resolve_int8_ops(choice: str, graph: Any) -> str:
+    """``auto`` made concrete for this graph: ``weights`` where it has attention."""
+    if choice != "auto":
+        return choice
+    return "weights" if any(n.op_type in ATTENTION_OPS for n in graph.node) else "all"
+
+
+def _named_nodes(prepared: Path) -> Any:
+    """The prepared model with every node named (``nodes_to_quantize`` selects by name)."""
+    import onnx
+
+    model = onnx.load(str(prepared))
+    taken = {n.name for n in model.graph.node if n.name}
+    for i, node in enumerate(model.graph.node):
+        if not node.name:
+            name = f"edgekit_node_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+    onnx.save(model, str(prepared))
+    return model.graph
+
+
 def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: CalibrationSamples,
                     inputs: list[dict[str, Any]], work: Path) -> dict[str, Any]:
     from edgekit.exporters.tensorrt import calibration_shapes
@@ -155,14 +206,28 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
     prepared = work / "preprocessed.onnx"
     with quiet(*_CHATTY):
         quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
-        q.quantize_static(str(prepared), str(out), _calibration_reader(batcher),
+        graph = _named_nodes(prepared)
+        ops = resolve_int8_ops(config.int8_ops, graph)
+        selection: dict[str, Any] = {}
+        if ops == "weights":
+            nodes = weight_layer_nodes(graph)
+            if not nodes:  # ONNX Runtime reads an empty list as "every node"
+                raise PrecisionRefused("the model has no weight layer (Conv, Gemm or MatMul "
+                                       "with a constant operand) to quantize",
+                                       hint="--int8-ops all quantizes its other operators")
+            selection = {"op_types_to_quantize": sorted(WEIGHT_OPS | FOLDED_ACTIVATIONS),
+                         "nodes_to_quantize": nodes}
+        q.quantize_static(str(prepared), str(out), _calibration_reader(batcher), **selection,
                           quant_format=q.QuantFormat.QDQ, per_channel=True,
                           activation_type=q.QuantType.QUInt8, weight_type=q.QuantType.QInt8,
                           calibrate_method=getattr(q.CalibrationMethod,
                                                    _ORT_CALIBRATION[config.calibrator]),
                           calibration_providers=["CPUExecutionProvider"])
+    what = ("the weight layers (Conv, Gemm, MatMul with a constant operand, and the ReLU/Clip "
+            "after them)" if ops == "weights" else "every operator ONNX Runtime quantizes")
     return {"method": "static int8, QDQ: int8 weights per channel, uint8 activations with ranges "
-                      f"from {config.calibrator} calibration",
+                      f"from {config.calibrator} calibration; quantized: {what}",
+            "int8_ops": {"asked": config.int8_ops, "used": ops},
             "tool": "onnxruntime.quantization.quantize_static",
             "calibration": {**samples.record(), "calibrator": config.calibrator,
                             "seed": SAMPLE_SEED, **batcher.record()}}

@@ -303,7 +303,7 @@ register_exporter(ExporterSpec(
     name="onnx", description="a validated ONNX artifact (fp32, or fp16/int8 by ONNX Runtime)",
     from_onnx=False, export=_onnx,
     options=_ONNX_EXPORT | {"precision", "quantization", "calibrator", "calib_samples",
-                            "calib_batch", "calib_data"}))
+                            "calib_batch", "calib_data", "int8_ops"}))
 register_exporter(ExporterSpec(
     name="tensorrt", description="a TensorRT engine built on this machine's GPU",
     from_onnx=True, export=_tensorrt, check=_check_tensorrt,

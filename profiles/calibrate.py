@@ -110,6 +110,13 @@ def _dtypes() -> dict[str, str]:
     return {p.name: p.torch_dtype for p in list_precisions() if p.torch_dtype}
 
 
+def _operands(torch: Any, device: str, dtype: Any, n: int) -> tuple[Any, Any]:
+    if dtype == torch.int8:
+        return tuple(torch.randint(-128, 128, (n, n), dtype=dtype, device=device)
+                     for _ in range(2))  # type: ignore[return-value]
+    return tuple(torch.randn(n, n, device=device).to(dtype) for _ in range(2))  # type: ignore
+
+
 def _gemm(torch: Any, device: str, sync: Callable[[], None], precision: str,
           budget_s: float) -> dict[str, Any]:
     """Best and median FLOP/s of an n x n GEMM; n doubles until a call is long enough to time
@@ -119,8 +126,10 @@ def _gemm(torch: Any, device: str, sync: Callable[[], None], precision: str,
     with _tf32(torch, device, precision == "tf32"):
         n = 128
         while True:
-            a, b = (torch.randn(n, n, device=device).to(dtype) for _ in range(2))
-            call = functools.partial(torch.mm, a, b)
+            a, b = _operands(torch, device, dtype, n)
+            # int8 x int8 -> int32, the kernel an int8 model's matmuls run in (oneDNN's VNNI
+            # path on x86, cuBLASLt's IMMA on NVIDIA GPUs)
+            call = functools.partial(torch._int_mm if dtype == torch.int8 else torch.mm, a, b)
             _timed(sync, call)  # warm-up: workspaces, thread pool
             seconds = _timed(sync, call)
             if n >= _MAX_N[device] or seconds * 8 > budget_s / 8:
@@ -151,8 +160,8 @@ def _copy_bandwidth(torch: Any, device: str, sync: Callable[[], None],
 def _skip_reason(precision: str, device: str) -> str | None:
     dtypes = _dtypes()
     if precision not in dtypes:
-        return (f"not measured: calibration times floating-point GEMMs only "
-                f"({', '.join(dtypes)}); {precision} needs a quantised kernel")
+        return (f"not measured: calibration times GEMMs in torch's dtypes only "
+                f"({', '.join(dtypes)}); {precision} needs a kernel of its own")
     if get_precision(precision).gpu_only and device != "cuda":
         return "not measured: TF32 is an NVIDIA tensor-core mode; CPUs have no TF32 GEMM"
     return None
@@ -214,8 +223,9 @@ def calibrate(profile_name: str | None = None, *, duration_s: float = 8.0,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
         "method": {
-            "gemm": "torch.mm of two random n x n matrices, n doubled from 128 until one call "
-                    "is long enough to time; FLOPs = 2 n^3; peak = best of repeats",
+            "gemm": "torch.mm of two random n x n matrices (int8: torch._int_mm, int32 "
+                    "results), n doubled from 128 until one call is long enough to time; "
+                    "FLOPs (OPs) = 2 n^3; peak = best of repeats",
             "memory_bandwidth": "torch copy_ of a float32 tensor of bytes_copied; bytes read + "
                                 "written per copy; peak = best of repeats",
         },

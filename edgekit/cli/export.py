@@ -20,7 +20,7 @@ from edgekit.cli.common import (
 from edgekit.errors import CheckFailed, UsageError
 from edgekit.exporters import EngineBuildConfig
 from edgekit.exporters.calibration import CALIBRATORS, DEFAULT_SAMPLES
-from edgekit.exporters.quantize import QUANTIZATIONS, PrecisionConfig
+from edgekit.exporters.quantize import INT8_OPS, QUANTIZATIONS, PrecisionConfig
 from edgekit.exporters.registry import ExporterSpec, exporter_names, get_exporter, list_exporters
 from edgekit.exporters.run import ExportOptions
 from edgekit.exporters.run import export as run_export
@@ -31,8 +31,10 @@ from edgekit.profiles.claim import check_runnable
 from edgekit.targets import ArtifactTarget, resolve_target
 
 _ONNX_ONLY = ("opset", "batch", "dynamic_batch")
-_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache")
-_ONNX_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data")  # static only
+_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data", "calib_cache",
+                 "int8_ops")
+_ONNX_INT8_OPTIONS = ("calibrator", "calib_samples", "calib_batch", "calib_data",
+                      "int8_ops")  # static only
 # The options a format honours or refuses (ExporterSpec.options), in the order of --help.
 _FORMAT_OPTIONS = (*_ONNX_ONLY, "precision", "quantization", "workspace", "dla_core",
                    "min_shape", "opt_shape", "max_shape", *_INT8_OPTIONS, "timing_cache",
@@ -143,6 +145,10 @@ def _precision_names() -> tuple[str, ...]:
 @click.option("--max-shape", multiple=True, help="Largest shape the engine accepts.")
 @click.option("--calibrator", type=click.Choice(CALIBRATORS),
               help="INT8 calibrator (default entropy).")
+@click.option("--int8-ops", type=click.Choice(INT8_OPS),
+              help="--to onnx --precision int8: quantize the layers with weights (and the ReLU "
+                   "after them), every operator ONNX Runtime can (all), or auto (default: "
+                   "weights for a graph with attention, else all).")
 @click.option("--calib-samples", type=SAMPLES, help="INT8 calibration samples (default 512).")
 @click.option("--calib-batch", type=BATCH, help="INT8 calibration batch size (default: the model's "
                                               "fixed batch, else 32).")
@@ -200,6 +206,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         precision = PrecisionConfig(
             name=values["precision"], quantization=values["quantization"] or "static",
             calibrator=values["calibrator"] or "entropy",
+            int8_ops=values["int8_ops"] or "auto",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])
     elif not spec.from_onnx and values["calib_samples"] is not None:  # a model's own quantiser

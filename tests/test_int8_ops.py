@@ -1,0 +1,108 @@
+"""Which operators static int8 quantizes (``--int8-ops``). On a Hugging Face ViT (a model nobody
+here wrote) ``auto`` quantizes every layer with weights and keeps Softmax, LayerNorm, GELU and
+the attention matmuls in float, as ONNX Runtime's recipe for transformers does; ``all``
+quantizes the Softmax too; a graph without attention gets every operator; a graph without a
+weight layer is refused for ``weights`` in one line."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from click.testing import CliRunner
+from oneline import one_line_error
+
+from edgekit.cli import cli
+from edgekit.exporters import load_artifact
+from edgekit.exporters.calibration import CalibrationSamples, samples_for_artifact
+from edgekit.exporters.onnx import export_onnx
+from edgekit.exporters.quantize import PrecisionConfig, PrecisionRefused, convert, export_precision
+from edgekit.suites.run import agreement_data
+from edgekit.targets import resolve_target
+
+pytest.importorskip("transformers")
+pytestmark = pytest.mark.usefixtures("one_compute_thread")
+
+
+@pytest.fixture(scope="module")
+def vit(tmp_path_factory):
+    """The edge-tiny ViT exported to FP32, and its calibration samples."""
+    work = tmp_path_factory.mktemp("vit")
+    source = resolve_target("edgekit.suites.hf:tiny_vit")
+    fp32 = load_artifact(export_onnx(source, work / "fp32").folder)
+    data = agreement_data(source, 8, work / "data.npz")
+    return fp32, samples_for_artifact(fp32.folder, fp32.manifest, data, 8), work
+
+
+def _int8(vit, ops: str):
+    fp32, samples, work = vit
+    made = export_precision(fp32, work / f"int8-{ops}",
+                            PrecisionConfig(name="int8", int8_ops=ops, calib_samples=8),
+                            samples=samples, check=False, score=False)
+    return made, onnx.load(str(made.folder / "model.onnx")).graph
+
+
+def _int8_nodes(graph) -> Counter:
+    """Operator types ONNX Runtime runs in int8: an activation input dequantized, an output
+    quantized again (a float node after a quantized one reads a dequantized tensor too)."""
+    constants = {t.name for t in graph.initializer}
+    dequantized = {o for n in graph.node if n.op_type == "DequantizeLinear" for o in n.output}
+    quantized = {i for n in graph.node if n.op_type == "QuantizeLinear" for i in n.input[:1]}
+    return Counter(n.op_type for n in graph.node
+                   if n.op_type not in ("QuantizeLinear", "DequantizeLinear")
+                   and any(i in dequantized and i not in constants for i in n.input)
+                   and any(o in quantized for o in n.output))
+
+
+def _weight_layers(graph) -> int:
+    constants = {t.name for t in graph.initializer}
+    return sum(n.op_type in ("Gemm", "MatMul", "Conv") and any(i in constants for i in n.input[1:])
+               for n in graph.node)
+
+
+def test_auto_quantizes_a_vits_weight_layers_and_keeps_attention_float(vit) -> None:
+    made, graph = _int8(vit, "auto")
+    assert made.manifest["quantization"]["int8_ops"] == {"asked": "auto", "used": "weights"}
+    assert "the weight layers" in made.manifest["quantization"]["method"]
+    fed = _int8_nodes(graph)
+    assert set(fed) <= {"Gemm", "MatMul", "Conv"}, fed  # no Softmax, Add, LayerNorm, Mul
+    fp32_graph = onnx.load(str(vit[0].model_path)).graph
+    assert sum(fed.values()) == _weight_layers(fp32_graph) > 0  # every layer with weights
+
+
+def test_all_quantizes_the_softmax_too(vit) -> None:
+    made, graph = _int8(vit, "all")
+    assert made.manifest["quantization"]["int8_ops"]["used"] == "all"
+    assert _int8_nodes(graph)["Softmax"] > 0
+
+
+def test_weights_on_a_graph_without_a_weight_layer_is_refused(tmp_path: Path) -> None:
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["r"]),
+                               helper.make_node("Add", ["r", "x"], ["y"])], "g", [x], [y])
+    path = tmp_path / "no-weights.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    samples = CalibrationSamples({"x": np.random.default_rng(0).random((4, 4), np.float32)},
+                                 "generated")
+    for ops, used in (("auto", "all"), ("all", "all")):  # no attention: every operator
+        how = convert(path, tmp_path / f"{ops}.onnx", PrecisionConfig(name="int8", int8_ops=ops),
+                      [{"name": "x", "shape": [1, 4]}], samples)
+        assert how["int8_ops"]["used"] == used
+    with pytest.raises(PrecisionRefused, match="no weight layer"):
+        convert(path, tmp_path / "w.onnx", PrecisionConfig(name="int8", int8_ops="weights"),
+                [{"name": "x", "shape": [1, 4]}], samples)
+
+
+def test_cli_int8_ops_is_checked_in_one_line(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["export", "mlp", "--precision", "int8", "--int8-ops",
+                                      "some", "-o", str(tmp_path / "x")])
+    one_line_error(result.exit_code, result.output, 2, "some")
+    result = CliRunner().invoke(cli, ["export", "mlp", "--precision", "fp16", "--int8-ops",
+                                      "weights", "-o", str(tmp_path / "y")])
+    one_line_error(result.exit_code, result.output, 2, "--int8-ops apply to --precision int8")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
