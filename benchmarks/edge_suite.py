@@ -281,7 +281,8 @@ def table(records: list[dict[str, Any]]) -> str:
             ratio = r["int8_over_fp32"].get(str(t))  # keys as JSON has them
             used = r.get("int8_ops_used", {}).get("int8")
             rows.append([
-                f"{r['model']} (int8 of {used})" if used else r["model"], t, _ms(lat, f"torch-fp32@{t}"), _ms(lat, f"ort-fp32@{t}"),
+                f"{r['model']} (int8 of {used})" if used else r["model"], t,
+                _ms(lat, f"torch-fp32@{t}"), _ms(lat, f"ort-fp32@{t}"),
                 _ms(lat, f"ort-fp16@{t}"), _ms(lat, f"ort-int8@{t}"),
                 f"{ratio:.2f}x ({1 / ratio:.2f}x faster)" if ratio else "-",
                 f"{agree['int8_vs_fp32'] * 100:.1f}%" if "int8_vs_fp32" in agree else "-",
@@ -382,7 +383,8 @@ def main() -> None:
                     records.append({"model": member.name, "error": f"{type(exc).__name__}: "
                                                                    f"{str(exc)[:300]}"})
             print(table(records[-1:]), flush=True)
-    body = {"machine": machine(), "calibrated_profile": here, "suite": suite.name, "settings": vars(args),
+    body = {"machine": machine(), "calibrated_profile": here, "suite": suite.name,
+            "settings": vars(args),
             "load_1min_before": load_before, "load_1min_after": os.getloadavg()[0],
             "wall_s": round(time.perf_counter() - started, 1),
             "ort_options": "ORT_ENABLE_ALL, sequential, intra-op threads pinned, inter-op 1, "
