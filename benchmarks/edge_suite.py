@@ -259,6 +259,25 @@ def estimate_table(records: list[dict[str, Any]]) -> str:
     return markdown_table(header, rows)
 
 
+def _ratio(ratio: float | None) -> str:
+    return f"{ratio:.2f}x ({1 / ratio:.2f}x faster)" if ratio else "-"
+
+
+def _share(agree: dict[str, Any], precision: str) -> str:
+    value = agree.get(f"{precision}_vs_fp32")
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def _classes(agree: dict[str, Any]) -> str:
+    seen = agree.get("distinct_fp32_classes")
+    return "-" if seen is None else f"{seen}/{agree['samples']}"
+
+
+def _error(agree: dict[str, Any], precision: str) -> str:
+    value = agree.get(f"{precision}_logit_rel_error")
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _ms(lat: dict[str, Any], key: str) -> str:
     if key not in lat:
         return "-"
@@ -283,26 +302,15 @@ def table(records: list[dict[str, Any]]) -> str:
             rows.append([
                 f"{r['model']} (int8 of {used})" if used else r["model"], t,
                 _ms(lat, f"torch-fp32@{t}"), _ms(lat, f"ort-fp32@{t}"),
-                _ms(lat, f"ort-fp16@{t}"), _ms(lat, f"ort-int8@{t}"),
-                f"{ratio:.2f}x ({1 / ratio:.2f}x faster)" if ratio else "-",
-                f"{agree['int8_vs_fp32'] * 100:.1f}%" if "int8_vs_fp32" in agree else "-",
-                f"{agree['int8-minmax_vs_fp32'] * 100:.1f}%"
-                if "int8-minmax_vs_fp32" in agree else "-",
-                f"{agree['fp16_vs_fp32'] * 100:.1f}%" if "fp16_vs_fp32" in agree else "-",
-                f"{agree['distinct_fp32_classes']}/{agree['samples']}"
-                if "distinct_fp32_classes" in agree else "-",
-                f"{agree['int8_logit_rel_error']:.3f}" if "int8_logit_rel_error" in agree
-                else "-",
-                "random: agreement, not accuracy"])
+                _ms(lat, f"ort-fp16@{t}"), _ms(lat, f"ort-int8@{t}"), _ratio(ratio),
+                _share(agree, "int8"), _share(agree, "int8-minmax"), _share(agree, "fp16"),
+                _classes(agree), _error(agree, "int8"), "random: agreement, not accuracy"])
         if "int8_ops" in r:
             for t in THREADS:
-                ratio = r["int8_ops_over_fp32"][str(t)]
                 rows.append([f"{r['model']}, int8 ops {r['int8_ops']}", t, "-",
                              _ms(lat, f"ort-fp32@{t}"), "-", _ms(lat, f"ort-int8-ops@{t}"),
-                             f"{ratio:.2f}x ({1 / ratio:.2f}x faster)",
-                             f"{agree['int8-ops_vs_fp32'] * 100:.1f}%", "-", "-",
-                             f"{agree['distinct_fp32_classes']}/{agree['samples']}",
-                             f"{agree['int8-ops_logit_rel_error']:.3f}",
+                             _ratio(r["int8_ops_over_fp32"][str(t)]), _share(agree, "int8-ops"),
+                             "-", "-", _classes(agree), _error(agree, "int8-ops"),
                              "random: agreement, not accuracy"])
     return markdown_table(header, rows)
 

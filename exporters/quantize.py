@@ -223,10 +223,9 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
                           calibrate_method=getattr(q.CalibrationMethod,
                                                    _ORT_CALIBRATION[config.calibrator]),
                           calibration_providers=["CPUExecutionProvider"])
-    what = ("the weight layers (Conv, Gemm, MatMul with a constant operand, and the ReLU/Clip "
-            "after them)" if ops == "weights" else "every operator ONNX Runtime quantizes")
-    return {"method": "static int8, QDQ: int8 weights per channel, uint8 activations with ranges "
-                      f"from {config.calibrator} calibration; quantized: {what}",
+    scope = "the weight layers" if ops == "weights" else "every operator"
+    return {"method": f"static int8, QDQ, {scope}: int8 weights per channel, uint8 activations "
+                      f"with ranges from {config.calibrator} calibration",
             "int8_ops": {"asked": config.int8_ops, "used": ops},
             "tool": "onnxruntime.quantization.quantize_static",
             "calibration": {**samples.record(), "calibrator": config.calibrator,

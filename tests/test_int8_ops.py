@@ -65,7 +65,7 @@ def _weight_layers(graph) -> int:
 def test_auto_quantizes_a_vits_weight_layers_and_keeps_attention_float(vit) -> None:
     made, graph = _int8(vit, "auto")
     assert made.manifest["quantization"]["int8_ops"] == {"asked": "auto", "used": "weights"}
-    assert "the weight layers" in made.manifest["quantization"]["method"]
+    assert "QDQ, the weight layers:" in made.manifest["quantization"]["method"]
     fed = _int8_nodes(graph)
     assert set(fed) <= {"Gemm", "MatMul", "Conv"}, fed  # no Softmax, Add, LayerNorm, Mul
     fp32_graph = onnx.load(str(vit[0].model_path)).graph

@@ -282,8 +282,8 @@ def _show_onnx(result: Any) -> None:
 def _show_precision(result: Any) -> None:
     m = result.manifest
     _print_validation(result.validation.lines())
-    console.print(f"{m['precision']}: {m['quantization']['method']}; validated against the FP32 "
-                  f"reference on {result.validation.inputs}", markup=False, highlight=False)
+    _echo(f"{m['precision']}: {m['quantization']['method']}")
+    _echo(f"validated against the FP32 reference on {result.validation.inputs}")
     acc = m["accuracy"]
     if acc.get("value") is not None:
         from edgekit.compare.table import format_score
