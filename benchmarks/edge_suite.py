@@ -14,11 +14,12 @@ with the min-max spread. A second int8 artifact calibrated by MinMax (edgekit's 
 Entropy) is scored for agreement, to tell a calibration problem from a graph problem;
 edgekit's int8 quantizes the weight layers of a graph with attention and every operator of
 the others (``--int8-ops auto``); ``--int8-ops weights|all`` adds an int8 artifact with that
-operator set, timed and scored like the others. ONNX Runtime's profiler splits the time of fp32
+operator set, timed and scored like the others (``--int8-twin``: the set the default did not
+use). ONNX Runtime's profiler splits the time of fp32
 and each int8 by operator type (1 thread), to show where int8 wins or loses.
 
     python benchmarks/edge_suite.py [--models mobilenet-v2,vit-s16] [--rounds 5]
-        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops all]
+        [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops all | --int8-twin]
         [--no-minmax] [--out edge_suite]
 """
 from __future__ import annotations
@@ -117,6 +118,12 @@ def agreement(sessions: dict[str, Any], arrays: dict[str, np.ndarray],
             "distinct_fp32_classes": int(len(set(ref.tolist())))}
 
 
+def _other_ops(int8: Path) -> str:
+    """The operator set edgekit's default int8 did not use: "weights" after "all" and back."""
+    used = load_artifact(int8).manifest["quantization"]["int8_ops"]["used"]
+    return "all" if used == "weights" else "weights"
+
+
 def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     started = time.perf_counter()
     source = resolve_target(member.target, inputs=member.inputs)
@@ -147,10 +154,11 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
                                 check=False, score=False)
         validated["int8-minmax"] = made.validation.passed
     paths = {p: f / "model.onnx" for p, f in folders.items()}
-    if args.int8_ops:  # the same calibration inputs as int8's, another operator set
+    twin = args.int8_ops or (args.int8_twin and _other_ops(folders["int8"]))
+    if twin:  # the same calibration inputs as int8's, another operator set
         t0 = time.perf_counter()
         made = export_precision(fp32, work / "int8-ops",
-                                PrecisionConfig(name="int8", int8_ops=args.int8_ops),
+                                PrecisionConfig(name="int8", int8_ops=twin),
                                 samples=samples_for_artifact(fp32.folder, fp32.manifest, data,
                                                              args.calib_samples),
                                 check=False, score=False)
@@ -197,7 +205,7 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
     record["round_loads"] = loads
     lat = record["latency_ms"]
     if "int8-ops" in paths:
-        record["int8_ops"] = args.int8_ops
+        record["int8_ops"] = twin
         record["int8_ops_over_fp32"] = {
             str(t): lat[f"ort-int8-ops@{t}"]["median"] / lat[f"ort-fp32@{t}"]["median"]
             for t in THREADS}
@@ -370,6 +378,9 @@ def main() -> None:
     parser.add_argument("--int8-ops", choices=INT8_OPS,
                         help="also an int8 artifact with this operator set (edgekit's default "
                              "is auto: the weight layers for a graph with attention, else all)")
+    parser.add_argument("--int8-twin", action="store_true",
+                        help="also an int8 artifact with the operator set the default did not "
+                             "use (all where it used the weight layers, and back)")
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds per case per round")
     parser.add_argument("--min-iters", type=int, default=5)
     parser.add_argument("--out", default="edge_suite")
