@@ -11,22 +11,25 @@ Runtime sessions are the edge suite's (``edge_suite.session``: every graph optim
 workers sleep). Timing: ``common.run_rounds``, every case (model x backend x thread count) once
 per round in an order that rotates between rounds; the table quotes the median over rounds of
 each round's median call, with the min-max over rounds. ONNX Runtime's profiler splits each
-graph's time by operator type (1 thread), which shows where WBMM's time goes.
+graph's time by operator type and torch's profiler each eager net's by aten operator (1 thread,
+median of passes alternating between the two nets), which shows where WBMM's time goes.
 
     python benchmarks/wbmm.py --part backbone [--rounds R] [--min-time S] [--threads 1 2]
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from common import export_as_edgekit, markdown_table, median, run_rounds, write_result
-from edge_suite import machine, op_breakdown, session
+from edge_suite import machine, session
 
 from edgekit.flops import count_params, model_cost
 from edgekit.methods.wbmm.model import WBMMNet, paper_config, paper_dw_config
@@ -37,6 +40,8 @@ BACKENDS = ("torch", "onnxruntime")
 DEFAULT_THREADS = [1, 2]
 DEFAULT_MIN_TIME = 0.5  # seconds per timing: several calls of a backbone
 SIDE = 224
+PROFILE_PASSES = 5  # profiled sessions per model, alternating between the models
+PROFILE_CALLS = 5  # timed calls per pass, after one warm-up call that is left out
 
 
 def build(name: str) -> tuple[WBMMNet, dict[str, Any]]:
@@ -57,9 +62,10 @@ def setup(threads_list: list[int], work: Path) -> tuple[dict, dict, dict]:
     torch.manual_seed(1)
     x = torch.rand(1, 3, SIDE, SIDE)
     feed = {"x": x.numpy()}
-    cases, sizes, paths = {}, {}, {}
+    cases, sizes, paths, models = {}, {}, {}, {}
     for name in MODELS:
         model, sizes[name] = build(name)
+        models[name] = model
         paths[name] = work / name / "model.onnx"
         paths[name].parent.mkdir()
         export_as_edgekit(model, x, paths[name])
@@ -73,7 +79,53 @@ def setup(threads_list: list[int], work: Path) -> tuple[dict, dict, dict]:
                 raise RuntimeError(f"ONNX Runtime disagrees with torch on {name}: {err}")
             cases[(threads, "torch", name)] = lambda m=model, x=x: m(x)
             cases[(threads, "onnxruntime", name)] = lambda s=sess: s.run(None, feed)
-    return cases, sizes, {"paths": paths, "feed": feed}
+    return cases, sizes, {"paths": paths, "feed": feed, "models": models, "x": x}
+
+
+def profiled_ops(path: Path, feed: dict[str, np.ndarray], prefix: Path) -> dict[str, float]:
+    """Milliseconds per call by operator type in one fresh profiled session (1 thread), from
+    ONNX Runtime's profiler, the warm-up call's events left out."""
+    sess = session(path, 1, prefix)
+    for _ in range(PROFILE_CALLS + 1):
+        sess.run(None, feed)
+    events = json.loads(Path(sess.end_profiling()).read_text())
+    warm = next(e for e in events if e.get("cat") == "Session" and e["name"] == "model_run")
+    totals: Counter = Counter()
+    for e in events:
+        if (e.get("cat") == "Node" and e["name"].endswith("_kernel_time")
+                and e["ts"] >= warm["ts"] + warm["dur"]):
+            totals[e["args"]["op_name"]] += e["dur"]
+    return {op: us / 1e3 / PROFILE_CALLS for op, us in totals.items()}
+
+
+def torch_profiled_ops(model: WBMMNet, x: torch.Tensor) -> dict[str, float]:
+    """Milliseconds per call by aten operator (self CPU time, 1 thread), from torch's profiler,
+    after one unprofiled warm-up call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.set_num_threads(1)
+    with torch.inference_mode():
+        model(x)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(PROFILE_CALLS):
+                model(x)
+    return {e.key: e.self_cpu_time_total / 1e3 / PROFILE_CALLS for e in prof.key_averages()
+            if e.self_cpu_time_total > 0}
+
+
+def op_profile(profile_once: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per model, milliseconds per call by operator type: the median over ``PROFILE_PASSES``
+    passes that alternate between the models, so a burst of load spoils one pass of each.
+    ``profile_once``: model name -> a callable taking the pass number, giving one pass."""
+    passes: dict[str, list[dict[str, float]]] = {n: [] for n in profile_once}
+    for p in range(PROFILE_PASSES):
+        for name, once in profile_once.items():
+            passes[name].append(once(p))
+    out = {}
+    for name, found in passes.items():
+        ops = {op: median([f.get(op, 0.0) for f in found]) for op in set().union(*found)}
+        out[name] = dict(sorted(ops.items(), key=lambda kv: -kv[1]))
+    return out
 
 
 def summarise(samples: dict) -> dict[str, dict[str, dict[str, float]]]:
@@ -97,16 +149,17 @@ def verdict(group: str, latency: dict[str, dict[str, float]]) -> dict[str, Any]:
                     f"{threads} thread{'s' if threads != '1' else ''}"}
 
 
-def op_table(ops: dict[str, dict[str, float]]) -> str:
+def op_table(ops: dict[str, dict[str, float]], label: str, least_ms: float = 0.0) -> str:
     """Milliseconds per call by operator type for both graphs and the difference, largest
     difference first (where WBMM-P spends more or less than its twin)."""
-    names = sorted(set(ops[WBMM]) | set(ops[TWIN]),
+    names = sorted((op for op in set(ops[WBMM]) | set(ops[TWIN])
+                    if max(ops[WBMM].get(op, 0.0), ops[TWIN].get(op, 0.0)) >= least_ms),
                    key=lambda op: -abs(ops[WBMM].get(op, 0.0) - ops[TWIN].get(op, 0.0)))
     rows = [[op, f"{ops[WBMM].get(op, 0.0):.2f}", f"{ops[TWIN].get(op, 0.0):.2f}",
              f"{ops[WBMM].get(op, 0.0) - ops[TWIN].get(op, 0.0):+.2f}"] for op in names]
     rows.append(["total", f"{sum(ops[WBMM].values()):.2f}", f"{sum(ops[TWIN].values()):.2f}",
                  f"{sum(ops[WBMM].values()) - sum(ops[TWIN].values()):+.2f}"])
-    return markdown_table(["operator (ORT, 1 thread)", f"{WBMM} (ms)", f"{TWIN} (ms)",
+    return markdown_table([f"operator ({label}, 1 thread)", f"{WBMM} (ms)", f"{TWIN} (ms)",
                            "difference (ms)"], rows)
 
 
@@ -130,7 +183,12 @@ def run(rounds: int, min_time: float, min_iters: int, threads: list[int]) -> Pat
         order = sorted(cases, key=lambda k: (BACKENDS.index(k[1]), k[0]))
         samples, loads = run_rounds({k: cases[k] for k in order}, rounds, min_time, min_iters,
                                     before=lambda key: torch.set_num_threads(key[0]))
-        ops = {n: op_breakdown(graphs["paths"][n], graphs["feed"], Path(tmp)) for n in MODELS}
+        ops = op_profile({n: lambda p, n=n: profiled_ops(graphs["paths"][n], graphs["feed"],
+                                                         Path(tmp) / f"profile-{n}-{p}")
+                          for n in MODELS})
+        torch_ops = op_profile({n: lambda p, n=n: torch_profiled_ops(graphs["models"][n],
+                                                                     graphs["x"])
+                                for n in MODELS})
     latency = summarise(samples)
     verdicts = [verdict(group, models) for group, models in latency.items()]
     sizes_table = markdown_table(
@@ -138,9 +196,12 @@ def run(rounds: int, min_time: float, min_iters: int, threads: list[int]) -> Pat
         [[n, f"{s['params_train_form'] / 1e6:.2f} M", f"{s['params_deploy'] / 1e6:.2f} M",
           f"{s['gflops']:.2f}"] for n, s in sizes.items()])
     tables = {"sizes": sizes_table, "latency_ms": latency_table(latency, verdicts),
-              "ops_ms_1thread": op_table(ops)}
+              "ops_ms_1thread": op_table(ops, "ORT"),
+              "torch_ops_ms_1thread": op_table(torch_ops, "torch", least_ms=0.2)}
     for title, key in (("sizes", "sizes"), ("latency per image, batch 1", "latency_ms"),
-                       ("ONNX Runtime profiler, per operator type", "ops_ms_1thread")):
+                       ("ONNX Runtime profiler, per operator type", "ops_ms_1thread"),
+                       ("torch profiler, per aten operator (>= 0.2 ms)",
+                        "torch_ops_ms_1thread")):
         print(f"\n{title}\n\n{tables[key]}")
     print()
     for v in verdicts:
@@ -154,5 +215,6 @@ def run(rounds: int, min_time: float, min_iters: int, threads: list[int]) -> Pat
                          "loadavg_after": os.getloadavg()},
         "seconds": round(time.perf_counter() - started, 1),
         "models": {n: {"config": MODELS[n], **sizes[n]} for n in MODELS},
-        "latency_ms": latency, "verdicts": verdicts, "ops_ms_1thread": ops, "tables": tables,
+        "latency_ms": latency, "verdicts": verdicts, "ops_ms_1thread": ops,
+        "torch_ops_ms_1thread": torch_ops, "tables": tables,
     })
