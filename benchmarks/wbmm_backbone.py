@@ -140,13 +140,17 @@ def summarise(samples: dict) -> dict[str, dict[str, dict[str, float]]]:
 
 def verdict(group: str, latency: dict[str, dict[str, float]]) -> dict[str, Any]:
     """WBMM-P against its twin in one group (backend@threads): the twin's median over WBMM-P's
-    (> 1: WBMM-P faster), and the sentence that says so."""
+    (> 1: WBMM-P faster), whether the two min-max ranges over rounds are apart (if they overlap,
+    the order is within the noise), and the sentence that says so."""
     backend, _, threads = group.partition("@")
-    ratio = latency[TWIN]["median"] / latency[WBMM]["median"]
+    ours, twin = latency[WBMM], latency[TWIN]
+    ratio = twin["median"] / ours["median"]
+    apart = ours["max"] < twin["min"] or twin["max"] < ours["min"]
     word, factor = ("faster", ratio) if ratio >= 1 else ("slower", 1 / ratio)
-    return {"group": group, "twin_over_wbmm": ratio,
+    return {"group": group, "twin_over_wbmm": ratio, "ranges_apart": apart,
             "text": f"WBMM-P {word} than its depthwise twin by {factor:.2f}x on {backend} at "
-                    f"{threads} thread{'s' if threads != '1' else ''}"}
+                    f"{threads} thread{'s' if threads != '1' else ''}"
+                    + ("" if apart else " (min-max over rounds overlap: within the noise)")}
 
 
 def op_table(ops: dict[str, dict[str, float]], label: str, least_ms: float = 0.0) -> str:

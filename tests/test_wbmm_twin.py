@@ -93,12 +93,16 @@ def _backbone_bench() -> ModuleType:
     return module
 
 
-def test_the_backbone_verdict_names_the_faster_net() -> None:
+def test_the_backbone_verdict_names_the_faster_net_and_the_noise() -> None:
     bench = _backbone_bench()
-    slower = bench.verdict("onnxruntime@2", {"wbmm-p": {"median": 50.0},
-                                             "wbmm-p-dw13": {"median": 40.0}})
+    def ms(median: float, low: float, high: float) -> dict[str, float]:
+        return {"median": median, "min": low, "max": high}
+
+    slower = bench.verdict("onnxruntime@2", {"wbmm-p": ms(50.0, 48.0, 52.0),
+                                             "wbmm-p-dw13": ms(40.0, 39.0, 41.0)})
     assert slower["text"] == ("WBMM-P slower than its depthwise twin by 1.25x on onnxruntime "
                               "at 2 threads")
-    faster = bench.verdict("torch@1", {"wbmm-p": {"median": 40.0},
-                                       "wbmm-p-dw13": {"median": 50.0}})
-    assert faster["text"] == "WBMM-P faster than its depthwise twin by 1.25x on torch at 1 thread"
+    faster = bench.verdict("torch@1", {"wbmm-p": ms(40.0, 39.0, 45.0),
+                                       "wbmm-p-dw13": ms(50.0, 44.0, 51.0)})
+    assert faster["text"] == ("WBMM-P faster than its depthwise twin by 1.25x on torch at 1 "
+                              "thread (min-max over rounds overlap: within the noise)")
