@@ -16,6 +16,9 @@ barrier). The paper's claims (arXiv 2607.02097) checked here:
 
     python benchmarks/wbmm.py [--rounds R] [--min-time S] [--threads N [N ...]] [--quick]
 
+``--part backbone`` times whole backbones instead: WBMM-P against its 13x13 depthwise twin at
+224 px (benchmarks/wbmm_backbone.py).
+
 On a GPU (``--device cuda``, what benchmarks/device_check.py runs): torch (cuBLAS / cuDNN) in
 fp32 and bf16 (``--dtypes``), at ``--batches 1 64``, plus the fused Triton kernel of the compact
 form (``wbmm7-triton``, ``wbmm14-triton``: edgekit.kernels.wbmm_triton, checked against torch
@@ -32,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import wbmm_backbone
 from common import (
     add_device_argument,
     energy_rows,
@@ -283,9 +287,14 @@ def tables(records: list[dict], claims: list[dict]) -> dict[str, str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     cores = os.cpu_count() or 1
-    parser.add_argument("--threads", type=int, nargs="+", default=[cores, 1] if cores > 1 else [1])
+    parser.add_argument("--part", choices=("ops", "backbone"), default="ops",
+                        help="ops: single operators at stage shapes; backbone: WBMM-P and its "
+                             "depthwise twin at 224 px (CPU)")
+    parser.add_argument("--threads", type=int, nargs="+",
+                        help="default: all cores and 1 (ops), 1 and 2 (backbone)")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-time", type=float, default=0.15, help="seconds per timing")
+    parser.add_argument("--min-time", type=float,
+                        help="seconds per timing (default: 0.15 ops, 0.5 backbone)")
     parser.add_argument("--min-iters", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="two shapes, at most three rounds")
     add_device_argument(parser)
@@ -295,6 +304,14 @@ def main() -> None:
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=["fp32"],
                         help="--device cuda only")
     args = parser.parse_args()
+    if args.part == "backbone":
+        if args.device != "cpu":
+            parser.error("--part backbone runs on the CPU only")
+        wbmm_backbone.run(args.rounds, args.min_time or wbmm_backbone.DEFAULT_MIN_TIME,
+                          args.min_iters, args.threads or wbmm_backbone.DEFAULT_THREADS)
+        return
+    args.threads = args.threads or ([cores, 1] if cores > 1 else [1])
+    args.min_time = args.min_time or 0.15
     if args.quick:
         args.rounds = min(args.rounds, 3)
     shapes = QUICK_SHAPES if args.quick else SHAPES

@@ -53,7 +53,8 @@ _HF = "edgekit.suites.hf"
 _FULL_MASK = "attention_mask:1x{tokens}:int64:1..2"
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("edge", "real-size models: MobileNetV2 and ViT-S/16 at 224 px, DistilBERT-base at "
-                  "128 tokens, Spikingformer-4-384 at CIFAR size, WBMM-P at 224 px and "
+                  "128 tokens, Spikingformer-4-384 at CIFAR size, WBMM-P and its 13x13 "
+                  "depthwise twin at 224 px and "
                   "WiFi-Mamba full (random weights)", (
         SuiteModel("mobilenet-v2", f"{_HF}:mobilenet_v2", "cnn", int8_target=True),
         SuiteModel("vit-s16", f"{_HF}:vit_small", "vit", int8_target=True),
@@ -62,6 +63,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
         SuiteModel("spikingformer-4-384",
                    "edgekit.methods.spik4lite.spikingformer:cifar_model_and_inputs", "spiking"),
         SuiteModel("wbmm-p", "edgekit.methods.wbmm.model:paper_model_and_inputs", "wbmm"),
+        SuiteModel("wbmm-p-dw", "edgekit.methods.wbmm.model:paper_dw_model_and_inputs", "wbmm"),
         SuiteModel("wifi-mamba-full",
                    "edgekit.methods.wifi_mamba.model:full_model_and_inputs", "pose",
                    classifier=False),

@@ -327,3 +327,30 @@ def paper_model_and_inputs() -> tuple[WBMMNet, dict[str, torch.Tensor]]:
     member."""
     torch.manual_seed(0)
     return build_paper_model("p").eval(), {"x": torch.rand(1, 3, 224, 224)}
+
+
+# The depthwise kernel that stands in for WBMM in the twin: 13x13, the depthwise convolution a
+# 7x7 WBMM window equals inside each window (kernels/wbmm.py: 7 <-> 13x13) and UniRepLKNet's own
+# large kernel, the operator WBMM replaced (arXiv 2607.02097).
+DW_TWIN_KERNEL = 13
+
+
+def paper_dw_config(name: str, **overrides: Any) -> dict[str, Any]:
+    """WBMM-P/N/T/S's depthwise twin: every WBMM mixer a ``DW_TWIN_KERNEL`` depthwise conv.
+
+    The kernel is 13x13 because a WBMM window of 7 (the paper configs') is exactly a 13x13
+    depthwise conv applied inside each window, so the twin has the same receptive field per
+    mixer, sliding instead of windowed; it is also UniRepLKNet's kernel, the backbone WBMM was
+    carved from and compared against. Widths, depths, stem, the 3x3 "D" blocks, head: unchanged.
+    The small-kernel branches belong to the WBMM operator (they fold into its table), so the
+    twin has none, as UniRepLKNet's deploy form has a plain 13x13 conv."""
+    cfg = paper_config(name, **overrides)
+    return {**cfg, "patterns": with_tokens(cfg["patterns"], "W", DW_TWIN_KERNEL),
+            "small_kernel_stages": ()}
+
+
+def paper_dw_model_and_inputs() -> tuple[WBMMNet, dict[str, torch.Tensor]]:
+    """WBMM-P's depthwise twin at 224x224 (``paper_dw_config("p")``), random weights: the edge
+    suite's ``wbmm-p-dw``, to set beside ``wbmm-p``."""
+    torch.manual_seed(0)
+    return WBMMNet(**paper_dw_config("p")).eval(), {"x": torch.rand(1, 3, 224, 224)}
