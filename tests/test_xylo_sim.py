@@ -14,41 +14,19 @@ import torch
 
 from edgekit.data import DIGITS
 from edgekit.neuromorphic.net_layers import walk
-from edgekit.neuromorphic.xylo_sim import (XyloNet, XyloPopulation, map_to_xylo, run_xylo,
-                                           xylo_events)
+from edgekit.neuromorphic.xylo_sim import (
+    XyloNet,
+    XyloPopulation,
+    map_to_xylo,
+    run_xylo,
+    run_xylosim,
+    xylo_events,
+)
 from edgekit.registry import split_name
 
 XYLOSIM_MISSING = ("xylosim is not installed (pip install 'edgekit[xylo]', or "
                    "benchmarks/xylo_venv.sh): it builds from C++ source")
 XYLOSIM = importlib.util.find_spec("xylosim") is not None
-
-
-def xylosim_run(net: XyloNet, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Hidden and readout spikes [T, B, n] from xylosim's ``XyloLayer`` (T + 1 steps per sample,
-    the readout's steps 1..T returned, as ``run_xylo`` does)."""
-    from xylosim.v2 import XyloLayer, XyloSynapse
-
-    h, o = net.hidden, net.readout
-    nin, nh = h.weights.shape
-    no = o.weights.shape[1]
-    syn_in = [[XyloSynapse(j, 0, int(h.weights[i, j])) for j in range(nh) if h.weights[i, j]]
-              for i in range(nin)]
-    syn_out = [[XyloSynapse(j, 0, int(o.weights[i, j])) for j in range(no) if o.weights[i, j]]
-               for i in range(nh)]
-    layer = XyloLayer(syn_in, [[] for _ in range(nh)], syn_out, [[] for _ in range(nh)],
-                      [int(v) for v in h.threshold], [int(v) for v in o.threshold], True,
-                      [int(v) for v in h.bias], [int(v) for v in o.bias], 0, 0, 0,
-                      [h.dash_mem] * nh, [o.dash_mem] * no, [[h.dash_syn]] * nh,
-                      [[o.dash_syn]] * no, "edgekit")
-    T, B = events.shape[:2]
-    hidden, readout = [], []
-    for b in range(B):
-        layer.reset_all()
-        steps = [[int(c) for c in events[t, b]] for t in range(T)] + [[0] * nin]
-        out = np.array(layer.evolve(steps))
-        hidden.append(np.array(layer.rec_recurrent_spikes)[:T])
-        readout.append(out[1:])
-    return np.stack(hidden, 1), np.stack(readout, 1)
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +43,8 @@ def test_one_neuron_by_hand():
     """Decay with the sign(v) floor, subtractive reset with several spikes, the readout one
     step late, inputs capped at 15 events."""
     one = np.array([[1]])
-    hidden = XyloPopulation(one * 10, np.array([16]), np.array([0]), 1, 1, 31)
-    readout = XyloPopulation(one * 20, np.array([20]), np.array([0]), 1, 1, 1)
+    hidden = XyloPopulation(one * 10, np.array([16]), np.array([0]), 1, 1, 31, 1.0)
+    readout = XyloPopulation(one * 20, np.array([20]), np.array([0]), 1, 1, 1, 1.0)
     h, o = run_xylo(XyloNet(hidden, readout), np.array([[[20]], [[0]], [[0]]]))
     # step 0: i = 150 (15 events) - 75 = 75, v = 75: 4 spikes, v = 11; step 1: i = 38 (75 - 37),
     # v = 11 - 5 + 38 = 44: 2 spikes, v = 12; step 2: i = 19, v = 12 - 6 + 19 = 25: 1 spike
@@ -79,7 +57,7 @@ def test_one_neuron_by_hand():
 def test_the_simulation_is_xylosims(digits_net):
     net, events = digits_net
     mine_h, mine_o = run_xylo(net, events)
-    ref_h, ref_o = xylosim_run(net, events)
+    ref_h, ref_o = run_xylosim(net, events)
     assert mine_h.shape == ref_h.shape and mine_o.shape == ref_o.shape
     assert mine_h.sum() > 0 and mine_o.sum() > 0  # the net spikes: the check compares something
     assert np.array_equal(mine_h, ref_h), f"{int((mine_h != ref_h).sum())} hidden entries differ"

@@ -180,6 +180,10 @@ def _dynapcnn(groups: list[WeightGroup], first: NetLayer | None, chip: ChipLimit
 
 # --- SynSense Xylo -----------------------------------------------------------------------------
 
+XYLO_RESET_SOURCE = ("xylosim 0.1.3, src/v2/cpp/XyloIAFNeuron.cpp, XyloIAFNeuron::evolve: "
+                     "v_mem -= v_th per spike")
+
+
 def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
     checks = _neuron_checks(groups, chip["neurons"], chip.source("neurons"),
                             "use LIF or IAF neurons")
@@ -200,6 +204,13 @@ def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
                         "bit-shift decays: tau a power of two", shifts,
                         "use time constants that are powers of two (in steps)",
                         chip.source("neurons")))
+    zeroed = [g.neuron.name for g in groups
+              if g.neuron is not None and getattr(g.neuron.module, "v_reset", None) is not None]
+    checks.append(Check("reset", ", ".join(zeroed) + " reset to a value" if zeroed
+                        else "subtractive", "subtracts the threshold (no reset to a value)",
+                        not zeroed, "use neurons that subtract the threshold on a spike "
+                        "(v_reset=None; spiking-cnn:xylo does) and train with them",
+                        XYLO_RESET_SOURCE))
     checks += _structure_checks(groups, [])
     inputs = math.prod(groups[0].weights.in_shape) if groups else 0
     outputs = groups[-1].outputs if groups else 0

@@ -35,7 +35,9 @@ import numpy as np
 import torch
 
 from edgekit.errors import UsageError
+from edgekit.neuromorphic.fixed_point import Agreement, float_spikes
 from edgekit.neuromorphic.net_layers import NetLayer
+from edgekit.spiking.layers import MultiStepNet
 
 STATE_BITS = 16
 WEIGHT_BITS = 8
@@ -58,6 +60,7 @@ class XyloPopulation:
     dash_mem: int
     dash_syn: int
     max_spikes: int
+    scale: float  # float state -> integer state
 
 
 @dataclass(frozen=True)
@@ -86,7 +89,7 @@ def _population(linear: NetLayer, node: NetLayer, max_spikes: int) -> XyloPopula
     return XyloPopulation(np.round(w * gain * scale).astype(np.int64),
                           np.full(n, round(threshold * scale), dtype=np.int64),
                           np.round(b / tau * scale).astype(np.int64), dash_mem, DASH_SYN,
-                          max_spikes)
+                          max_spikes, float(scale))
 
 
 def map_to_xylo(layers: list[NetLayer]) -> XyloNet:
@@ -163,3 +166,58 @@ def xylo_events(x_seq: torch.Tensor) -> np.ndarray:
         raise UsageError("Xylo's inputs are event counts: the net's encoding must give "
                          "non-negative integers")
     return flat.numpy().astype(np.int64)
+
+
+def compare_on_xylo(model: MultiStepNet, layers: list[NetLayer], x: torch.Tensor,
+                    y: torch.Tensor | None, batch: int = 64) -> Agreement:
+    """The float net against its Xylo registers run by Xylo's rules: an entry agrees where
+    Xylo's spike count (a hidden neuron may fire several times a step) equals the float spike;
+    predictions are the readout's spike counts' argmax."""
+    net = map_to_xylo(layers)
+    equal = total = same = float_ok = fixed_ok = 0
+    for start in range(0, len(x), batch):
+        xb = x[start:start + batch]
+        ref_spikes, ref_out = float_spikes(model, xb)
+        hidden, readout = run_xylo(net, xylo_events(model.encode(xb)))
+        for ref, mine in zip(ref_spikes, (hidden, readout), strict=True):
+            equal += int((ref.numpy() == mine).sum())
+            total += mine.size
+        ref_pred = ref_out.sum(0).argmax(1).numpy()
+        xylo_pred = readout.sum(0).argmax(1)
+        same += int((ref_pred == xylo_pred).sum())
+        if y is not None:
+            yb = y[start:start + batch].numpy()
+            float_ok += int((ref_pred == yb).sum())
+            fixed_ok += int((xylo_pred == yb).sum())
+    return Agreement(equal / total if total else math.nan, same, len(x),
+                     float_ok if y is not None else None, fixed_ok if y is not None else None,
+                     [net.hidden.scale, net.readout.scale])
+
+
+def run_xylosim(net: XyloNet, events: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What ``run_xylo`` returns, computed by xylosim's ``XyloLayer`` itself (T + 1 steps per
+    sample, the readout's steps 1..T returned): the reference ``tests/test_xylo_sim.py`` and
+    ``benchmarks/xylo_crosscheck.py`` compare with. xylosim is optional (``edgekit[xylo]``)."""
+    from xylosim.v2 import XyloLayer, XyloSynapse
+
+    h, o = net.hidden, net.readout
+    nin, nh = h.weights.shape
+    no = o.weights.shape[1]
+    syn_in = [[XyloSynapse(j, 0, int(h.weights[i, j])) for j in range(nh) if h.weights[i, j]]
+              for i in range(nin)]
+    syn_out = [[XyloSynapse(j, 0, int(o.weights[i, j])) for j in range(no) if o.weights[i, j]]
+               for i in range(nh)]
+    layer = XyloLayer(syn_in, [[] for _ in range(nh)], syn_out, [[] for _ in range(nh)],
+                      [int(v) for v in h.threshold], [int(v) for v in o.threshold], True,
+                      [int(v) for v in h.bias], [int(v) for v in o.bias], 0, 0, 0,
+                      [h.dash_mem] * nh, [o.dash_mem] * no, [[h.dash_syn]] * nh,
+                      [[o.dash_syn]] * no, "edgekit")
+    T, B = events.shape[:2]
+    hidden, readout = [], []
+    for b in range(B):
+        layer.reset_all()
+        steps = [[int(c) for c in events[t, b]] for t in range(T)] + [[0] * nin]
+        out = np.array(layer.evolve(steps))
+        hidden.append(np.array(layer.rec_recurrent_spikes)[:T])
+        readout.append(out[1:])
+    return np.stack(hidden, 1), np.stack(readout, 1)
