@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 import torch
+from common import write_result
 
-from benchmarks.common import write_result
 from edgekit.checkpoint import load_checkpoint
 from edgekit.data import DIGITS
 from edgekit.neuromorphic.net_layers import walk
