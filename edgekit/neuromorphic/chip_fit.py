@@ -248,10 +248,11 @@ def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
                         "bit-shift decays: tau a power of two", shifts,
                         "use time constants that are powers of two (in steps)",
                         chip.source("neurons")))
-    zeroed = [g.neuron.name for g in groups
-              if g.neuron is not None and g.neuron.detail["reset"] != "subtract"]
-    checks.append(Check("reset", ", ".join(zeroed) + " reset to a value" if zeroed
-                        else "subtractive", "subtracts the threshold (no reset to a value)",
+    resets = sorted({f"{float(g.neuron.module.v_reset):g}" for g in groups
+                     if g.neuron is not None and g.neuron.detail["reset"] != "subtract"})
+    zeroed = bool(resets)
+    checks.append(Check("reset", f"reset to {', '.join(resets)}" if zeroed else "subtractive",
+                        "subtracts the threshold (no reset to a value)",
                         not zeroed, "use neurons that subtract the threshold on a spike "
                         "(v_reset=None; spiking-cnn:xylo does) and train with them",
                         XYLO_RESET_SOURCE))
