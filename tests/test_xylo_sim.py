@@ -30,13 +30,19 @@ XYLOSIM = importlib.util.find_spec("xylosim") is not None
 
 
 @pytest.fixture(scope="module")
-def digits_net():
+def digits():
+    return torch.from_numpy(DIGITS.loader().x_test)
+
+
+@pytest.fixture(scope="module", params=["lif", "iaf"])
+def digits_net(request, digits):
+    """spiking-cnn:xylo untrained (seed 0), with its LIF neurons or with IF neurons (no leak:
+    Xylo's largest shift)."""
     torch.manual_seed(0)
     entry, variant = split_name("spiking-cnn:xylo")
-    model = entry.build(variant).eval()
-    x = torch.from_numpy(DIGITS.loader().x_test)
-    events = xylo_events(model.encode(x))
-    return map_to_xylo(walk(model, x[:1])), events
+    model = entry.build(variant, neuron=request.param).eval()
+    events = xylo_events(model.encode(digits))
+    return map_to_xylo(walk(model, digits[:1])), events
 
 
 def test_one_neuron_by_hand():

@@ -45,6 +45,7 @@ MAX_INPUT_EVENTS = 15  # xylosim XyloIAFNeuron.h MAX_NUM_INP_SPIKES
 MAX_HIDDEN_SPIKES = 31  # MAX_NUM_SPIKES
 MAX_OUTPUT_SPIKES = 1  # MAX_NUM_OUT_SPIKES
 DASH_SYN = 1
+DASH_MAX = 15  # the decays are 4-bit shifts (XyloIAFNeuron.h: dash_mem "should be 4 bits")
 STATE_MAX = 2 ** (STATE_BITS - 1) - 1
 STATE_MIN = -(2 ** (STATE_BITS - 1))
 WEIGHT_MAX = 2 ** (WEIGHT_BITS - 1) - 1
@@ -80,11 +81,13 @@ def _population(linear: NetLayer, node: NetLayer, max_spikes: int) -> XyloPopula
     w = linear.module.weight.detach().double().numpy().T  # [pre, post]
     b = (np.zeros(w.shape[1]) if linear.module.bias is None
          else linear.module.bias.detach().double().numpy())
-    tau = float(getattr(node.module, "tau", 1.0))
-    dash_mem = _dash(tau) if tau != 1.0 else 0
+    tau = float(getattr(node.module, "tau", 1.0))  # an IF neuron: no leak, input as it is
+    # no leak: the largest shift, where Xylo still takes one unit a step (decay's sign floor)
+    dash_mem = _dash(tau) if tau != 1.0 else DASH_MAX
     gain = 2.0 ** DASH_SYN / tau  # dash_syn passes 1 / 2^dash_syn of it, the LIF wants 1 / tau
     threshold = float(node.detail["threshold"])
-    scale = min(WEIGHT_MAX / (np.abs(w).max() * gain), STATE_MAX / (2.0 * threshold))
+    scale = min(WEIGHT_MAX / (np.abs(w).max() * gain), STATE_MAX / (2.0 * threshold),
+                STATE_MAX / max(float(np.abs(b).max()) / tau, 1e-12))
     n = w.shape[1]
     return XyloPopulation(np.round(w * gain * scale).astype(np.int64),
                           np.full(n, round(threshold * scale), dtype=np.int64),
