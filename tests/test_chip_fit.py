@@ -86,6 +86,7 @@ def test_the_lif_net_is_refused_by_speck_and_xylo_with_the_changes_named():
     xylo = check_fit(layers, load_chip("xylo-audio2"))  # the figures of issue 44's trial
     assert {k: _failed(xylo)[k] for k in ("inputs", "hidden neurons", "outputs")} == \
         {"inputs": "64", "hidden neurons": "1600", "outputs": "10"}
+    assert _failed(xylo)["reset"] == "reset to 0"  # Xylo subtracts the threshold
     assert check_fit(layers, load_chip("loihi2")).fits
 
 
@@ -110,10 +111,10 @@ def test_a_leaky_net_with_a_tau_not_a_power_of_two_is_refused_by_xylo():
     class Leaky(MultiStepNet):
         def __init__(self) -> None:
             super().__init__(2, (16,))
-            node = lif()
+            node = lif(v_reset=None)
             node.tau = 3.0
             self.body = nn.Sequential(layer.Linear(16, 8, step_mode="m"), node,
-                                      layer.Linear(8, 4, step_mode="m"), lif())
+                                      layer.Linear(8, 4, step_mode="m"), lif(v_reset=None))
 
         def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:
             return self.body(x_seq)
@@ -154,7 +155,7 @@ def test_simulate_target_reports_fit_fixed_point_and_energy(tmp_path):
 def test_simulate_target_exits_1_naming_what_does_not_fit():
     result = _invoke("spiking-cnn", "--target", "xylo-imu", "--samples", "4")
     assert result.exit_code == 1
-    assert "does not fit xylo-imu: dense layers, pooling, spiking readout, inputs, hidden " \
-           "neurons" in result.output
+    assert "does not fit xylo-imu: dense layers, pooling, reset, spiking readout, inputs, " \
+           "hidden neurons" in result.output
     unknown = _invoke("spiking-cnn", "--target", "truenorth")
     assert unknown.exit_code == 2 and "valid: loihi2, speck" in unknown.output

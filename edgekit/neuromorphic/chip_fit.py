@@ -2,9 +2,11 @@
 the net's layers (``net_layers.walk``), with what to change when it does not hold.
 
 The rules are the vendors' own where their libraries encode them, written down here because the
-libraries do not install or import here: sinabs's DYNAP-CNN layer model and core mapping (it
-imports samna, SynSense's closed driver, for its chip backend), Rockpool's Xylo design-rule
-check (its Xylo package imports samna unguarded), and Intel's published Loihi 2 totals.
+libraries do not import without samna, SynSense's closed driver: sinabs's DYNAP-CNN layer model
+and core mapping (``sinabs.backend.dynapcnn`` imports samna), Rockpool's Xylo design-rule check
+(``rockpool.devices.xylo`` imports samna unguarded), and Intel's published Loihi 2 totals. Where
+sinabs is installed, each Speck layer's memory and limits are sinabs's own
+``ValidateMapping``'s (``sinabs_rules``), which imports without samna.
 ``tests/test_chip_fit.py`` checks the memory formulas on layers computed by hand and every rule
 on a net that breaks it.
 """
@@ -19,6 +21,12 @@ from scipy.optimize import linear_sum_assignment
 
 from edgekit.neuromorphic.chip_limits import ChipLimits
 from edgekit.neuromorphic.net_layers import NetLayer
+from edgekit.neuromorphic.sinabs_rules import (
+    SinabsLayer,
+    SinabsRefusal,
+    sinabs_memory,
+    sinabs_version,
+)
 
 
 @dataclass(frozen=True)
@@ -128,6 +136,37 @@ def dynapcnn_memory(group: WeightGroup) -> dict[str, int]:
             "bias": c_out if w.detail.get("bias") else 0}
 
 
+def _sinabs_layer(group: WeightGroup) -> SinabsLayer | None:
+    w = group.weights
+    if w.kind == "conv":
+        padding = w.detail["padding"]
+        if isinstance(padding, str):  # "same"/"valid": sinabs's rules take numbers
+            return None
+        return SinabsLayer(w.in_shape[0], w.out_shape[0], w.detail["kernel"],
+                           w.detail["stride"], tuple(padding), tuple(w.in_shape[1:]))
+    spatial = group.spatial_in if len(group.spatial_in) == 3 else (w.in_shape[0], 1, 1)
+    return SinabsLayer(spatial[0], w.out_shape[0], spatial[1:], (1, 1), (0, 0), spatial[1:])
+
+
+def layer_memories(groups: list[WeightGroup]) -> tuple[list[dict[str, int]], list[str], str]:
+    """Every layer's memory by sinabs's ``ValidateMapping`` where sinabs imports (with the
+    layers it refuses, in its words), else by ``dynapcnn_memory``; and which was used."""
+    version = sinabs_version()
+    needs, refusals = [], []
+    for g in groups:
+        need = dynapcnn_memory(g)
+        layer = _sinabs_layer(g) if version else None
+        if layer is not None:
+            try:
+                need |= sinabs_memory(layer)
+            except SinabsRefusal as refusal:
+                refusals.append(f"{g.weights.name}: {refusal}")
+        needs.append(need)
+    used = (f"sinabs {version}, sinabs.validate_memory_speck.ValidateMapping (called)"
+            if version else "edgekit's restatement of sinabs's formulas (sinabs not installed)")
+    return needs, refusals, used
+
+
 def _assign_cores(needs: list[dict[str, int]], chip: ChipLimits) -> list[int] | None:
     """A core for every layer where it fits, each core used once (sinabs's mapping.py finds it
     by max flow; scipy's assignment solver finds the same matching); None when there is none."""
@@ -165,7 +204,11 @@ def _dynapcnn(groups: list[WeightGroup], first: NetLayer | None, chip: ChipLimit
                         side <= chip["input_side"], "downsample the input",
                         chip.source("input_side")))
     checks += _structure_checks(groups, [])
-    needs = [dynapcnn_memory(g) for g in groups]
+    needs, refusals, used = layer_memories(groups)
+    if used.startswith("sinabs"):
+        checks.append(Check("sinabs layer rules", "; ".join(refusals) or "all layers valid",
+                            "kernel at most 16x16, 1024 output channels, stride 1, 2, 4 or 8",
+                            not refusals, "change the layers sinabs names as it says", used))
     cores = _assign_cores(needs, chip)
     count = len(chip["kernel_memory"])
     detail = "; ".join(f"{i}: kernel {n['kernel']}, neuron {n['neuron']}, bias {n['bias']}"
@@ -174,11 +217,16 @@ def _dynapcnn(groups: list[WeightGroup], first: NetLayer | None, chip: ChipLimit
                         f"{count} cores, kernel memory {max(chip['kernel_memory'])}, neuron "
                         f"memory {max(chip['neuron_memory'])} at most", cores is not None,
                         "fewer layers, fewer channels or a smaller feature map in the layers "
-                        "too big for any free core", chip.source("kernel_memory")))
+                        "too big for any free core",
+                        f"{chip.source('kernel_memory')}; memory per layer: {used}"))
     return FitReport(chip, checks, {"layers": len(needs), "cores": cores, "memory": needs})
 
 
 # --- SynSense Xylo -----------------------------------------------------------------------------
+
+XYLO_RESET_SOURCE = ("xylosim 0.1.3, src/v2/cpp/XyloIAFNeuron.cpp, XyloIAFNeuron::evolve: "
+                     "v_mem -= v_th per spike")
+
 
 def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
     checks = _neuron_checks(groups, chip["neurons"], chip.source("neurons"),
@@ -200,6 +248,14 @@ def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
                         "bit-shift decays: tau a power of two", shifts,
                         "use time constants that are powers of two (in steps)",
                         chip.source("neurons")))
+    resets = sorted({f"{float(g.neuron.module.v_reset):g}" for g in groups
+                     if g.neuron is not None and g.neuron.detail["reset"] != "subtract"})
+    zeroed = bool(resets)
+    checks.append(Check("reset", f"reset to {', '.join(resets)}" if zeroed else "subtractive",
+                        "subtracts the threshold (no reset to a value)",
+                        not zeroed, "use neurons that subtract the threshold on a spike "
+                        "(v_reset=None; spiking-cnn:xylo does) and train with them",
+                        XYLO_RESET_SOURCE))
     checks += _structure_checks(groups, [])
     inputs = math.prod(groups[0].weights.in_shape) if groups else 0
     outputs = groups[-1].outputs if groups else 0

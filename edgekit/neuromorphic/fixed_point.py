@@ -2,13 +2,13 @@
 run step by step in integers, compared spike for spike with the float net.
 
 This is edgekit's model of what quantisation does to the net on the chip, not a vendor's
-simulator: per weight layer one scale maps the largest weight to the chip's weight range
-(sinabs's ``discretize_conv_spike_`` does the same for DYNAP-CNN: weights and threshold scaled
-together), thresholds and state share that scale and saturate at the state width, a LIF's decay
-is an arithmetic shift (Xylo's and Loihi 2's decays are shifts or 12-bit fractions; a time
-constant of 2 is exact in both). Inputs that are event counts stay integers; graded inputs are
-sent as 8-bit values (Loihi 2's graded spikes). An average pool of spikes is summed and its
-1/area folded into the next layer's weights.
+simulator: per weight layer one scale, sinabs's ``discretize_conv_spike_`` rule for DYNAP-CNN
+(weights and biases in the weight width, thresholds in the state width; ``tests/test_chip_fit.py``
+compares it with sinabs's own function where sinabs is installed), thresholds and state share
+that scale and saturate at the state width, a LIF's decay is an arithmetic shift (Loihi 2's
+decays are 12-bit fractions; a time constant of 2 is exact). Inputs that are event counts stay
+integers; graded inputs are sent as 8-bit values (Loihi 2's graded spikes). An average pool of
+spikes is summed and its 1/area folded into the next layer's weights.
 """
 from __future__ import annotations
 
@@ -53,16 +53,37 @@ class Agreement:
         return dict(vars(self))
 
 
+def discretization_scale(values: torch.Tensor, bits: int) -> float:
+    """The largest factor that fits ``values`` into signed ``bits`` (sinabs 3.1.3,
+    ``sinabs/backend/dynapcnn/discretize.py``, ``determine_discretization_scale``: the negative
+    side's one extra level counts); infinite for all zeros."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    vmin, vmax = float(values.min()), float(values.max())
+    if vmin == 0 and vmax == 0:
+        return math.inf
+    if abs(vmin) <= abs(vmax) * abs(low / high):
+        return abs(high / vmax)
+    return abs(low / vmin)
+
+
 def _weights(layer: NetLayer, fold: float, widths: Widths,
              threshold: float | None) -> tuple[torch.Tensor, torch.Tensor | None, float]:
+    """sinabs's ``_discretize_conv_spk_``: one scale for weights and biases (both in the weight
+    width) and thresholds (the state width). The lower threshold sinabs takes from the IAF's
+    ``min_v_mem`` is -2x the threshold here (edgekit's neurons have no floor): the state keeps
+    room on both sides of zero."""
     module = layer.module
     w = module.weight.detach().double() * fold
-    largest = float(w.abs().max())
-    scale = widths.weight_max / largest if largest > 0 else 1.0
-    if threshold is not None:  # the threshold must fit the state with headroom to cross it
-        scale = min(scale, widths.state_max / (2.0 * threshold))
-    bias = None if module.bias is None else torch.round(module.bias.detach().double() * scale)
-    return torch.round(w * scale), bias, scale
+    scales = [discretization_scale(w, widths.weight_bits)]
+    bias = None if module.bias is None else module.bias.detach().double()
+    if bias is not None:
+        scales.append(discretization_scale(bias, widths.weight_bits))
+    if threshold is not None:
+        scales.append(discretization_scale(torch.tensor([-2.0 * threshold, threshold]),
+                                           widths.state_bits))
+    scale = min(scales)
+    scale = 1.0 if math.isinf(scale) else scale
+    return (torch.round(w * scale), None if bias is None else torch.round(bias * scale), scale)
 
 
 def _next_neuron(layers: list[NetLayer], i: int) -> NetLayer | None:

@@ -2,10 +2,11 @@
 widths does to its spikes and accuracy, and what an inference costs there (an estimate).
 
 For Loihi 2 the fixed point is the bit-accurate one of ``edgekit export --to loihi2`` (Lava's
-integer rules, ``loihi2_sim``); for the other chips it is edgekit's model in the chip's widths
-(``fixed_point``). Energy per event is published for Loihi (Davies et al. 2018,
-``profiles/loihi.toml``), not for Loihi 2, Speck or Xylo: Loihi 2's figure is Loihi's table,
-labelled so; Speck and Xylo get their event counts without a price.
+integer rules, ``loihi2_sim``); for Xylo it is Xylo's integer rules (xylosim's, ``xylo_sim``);
+for Speck it is edgekit's model in the chip's widths (``fixed_point``). Energy per event is
+published for Loihi (Davies et al. 2018, ``profiles/loihi.toml``), not for Loihi 2, Speck or
+Xylo: Loihi 2's figure is Loihi's table, labelled so; Speck and Xylo get their event counts
+without a price.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from edgekit.neuromorphic.chip_fit import Check, check_fit
 from edgekit.neuromorphic.chip_limits import ChipLimits, load_chip
 from edgekit.neuromorphic.fixed_point import Widths, compare
 from edgekit.neuromorphic.net_layers import walk
+from edgekit.neuromorphic.xylo_sim import STATE_BITS, WEIGHT_BITS, compare_on_xylo
 from edgekit.profiles import load_profile
 from edgekit.spiking.counting import count
 from edgekit.spiking.energy import neuromorphic
@@ -106,6 +108,12 @@ def simulate_on_target(source: ModelSource, target: str,
                               "target": fit.to_json(), "fixed_point": None, "energy": None}
     if fit.fits and chip.family == "loihi2":
         report["fixed_point"] = _loihi2_fixed_point(source, x_np, y_np, data_name)
+    elif fit.fits and chip.family == "xylo":
+        on_xylo = compare_on_xylo(model, layers, x, y, settings.batch_size)
+        report["fixed_point"] = on_xylo.to_json() | {
+            "weight_bits": WEIGHT_BITS, "state_bits": STATE_BITS,
+            "model": "Xylo's integer rules (xylosim 0.1.3's, edgekit.neuromorphic.xylo_sim; "
+                     "checked against xylosim by tests/test_xylo_sim.py, docs/chips.md)"}
     elif fit.fits:
         widths = chip_widths(chip)
         agreement = compare(model, layers, x, y, widths, settings.batch_size)

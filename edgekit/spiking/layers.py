@@ -49,9 +49,10 @@ ACTIVATIONS = ("lif", "relu")
 TAU, V_THRESHOLD, V_RESET = 2.0, 1.0, 0.0
 
 
-def lif() -> neuron.LIFNode:
-    """The LIF neuron of the SSA authors' code, multi-step."""
-    return neuron.LIFNode(tau=TAU, decay_input=True, v_threshold=V_THRESHOLD, v_reset=V_RESET,
+def lif(v_reset: float | None = V_RESET) -> neuron.LIFNode:
+    """The LIF neuron of the SSA authors' code, multi-step; ``v_reset=None`` subtracts the
+    threshold on a spike instead (Xylo's reset)."""
+    return neuron.LIFNode(tau=TAU, decay_input=True, v_threshold=V_THRESHOLD, v_reset=v_reset,
                           surrogate_function=surrogate.ATan(), detach_reset=True, step_mode="m")
 
 

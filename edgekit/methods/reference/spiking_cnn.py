@@ -14,7 +14,8 @@ Two variants fit neuromorphic chips (``edgekit simulate --target``, docs/neuromo
 - ``spiking-cnn:xylo``: a dense net within Xylo's 16 inputs and a few hundred hidden neurons (the
   rules of Rockpool's Xylo mapper): the image summed over 2x2 blocks on the host (16 input
   channels, as Xylo's audio front end hands the core 16 channels), then linear -> LIF -> linear ->
-  LIF, spiking readout.
+  LIF, spiking readout; the LIFs subtract the threshold on a spike, as Xylo's neurons do (xylosim,
+  ``edgekit/neuromorphic/xylo_sim.py``).
 
 A spiking readout's output is the spike count over T, scaled by ``READOUT_SCALE`` so that
 cross-entropy sees logits of a useful range (the argmax, hence the prediction, is the count's).
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -31,11 +33,12 @@ from torch import nn
 from edgekit.data import DIGITS
 from edgekit.errors import UsageError
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
-from edgekit.spiking.layers import MultiStepNet, SumPool2d, iaf, layer, lif
+from edgekit.spiking.layers import V_RESET, MultiStepNet, SumPool2d, iaf, layer, lif
 
 NEURONS = ("lif", "iaf")
 POOLS = ("avg", "sum")
 READOUTS = ("linear", "spiking")
+RESETS = ("zero", "subtract")  # a LIF's reset; IAF neurons always subtract
 ENCODINGS = ("direct", "events")
 EVENTS_PER_STEP = 4  # the events' encoding: a pixel of intensity 1.0 sends 4 events per step
 READOUT_SCALE = 8.0
@@ -53,9 +56,10 @@ class SpikingCNN(MultiStepNet):
     def __init__(self, T: int = 4, in_channels: int = 1, num_classes: int = 10,
                  input_size: int = 8, channels: Sequence[int] = (16, 32), hidden: int = 64,
                  neuron: str = "lif", pool: str = "avg", readout: str = "linear",
-                 encoding: str = "direct", input_pool: int = 1) -> None:
+                 encoding: str = "direct", input_pool: int = 1, reset: str = "zero") -> None:
         super().__init__(T, (in_channels, input_size, input_size))
-        spiking = {"lif": lif, "iaf": iaf}[_choice("neuron", neuron, NEURONS)]
+        v_reset = None if _choice("reset", reset, RESETS) == "subtract" else V_RESET
+        spiking = {"lif": partial(lif, v_reset), "iaf": iaf}[_choice("neuron", neuron, NEURONS)]
         self.readout = _choice("readout", readout, READOUTS)
         self.encoding = _choice("encoding", encoding, ENCODINGS)
         if input_pool < 1 or input_size % input_pool:
@@ -109,7 +113,7 @@ register_model(ModelEntry(
         "speck": {"T": 8, "neuron": "iaf", "pool": "sum", "readout": "spiking",
                   "encoding": "events"},
         "xylo": {"T": 8, "channels": (), "hidden": 128, "input_pool": 2, "readout": "spiking",
-                 "encoding": "events"},
+                 "encoding": "events", "reset": "subtract"},
     },
     task=DIGITS.task,
     description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4; "
