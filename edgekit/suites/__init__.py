@@ -54,8 +54,8 @@ _FULL_MASK = "attention_mask:1x{tokens}:int64:1..2"
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Suite("edge", "real-size models: MobileNetV2 and ViT-S/16 at 224 px, DistilBERT-base at "
                   "128 tokens, Spikingformer-4-384 at CIFAR size, WBMM-P and its 13x13 "
-                  "depthwise twin at 224 px and "
-                  "WiFi-Mamba full (random weights)", (
+                  "depthwise twin at 224 px, ASTRA's ViT-S at 224 px and WiFi-Mamba full "
+                  "(random weights)", (
         SuiteModel("mobilenet-v2", f"{_HF}:mobilenet_v2", "cnn", int8_target=True),
         SuiteModel("vit-s16", f"{_HF}:vit_small", "vit", int8_target=True),
         SuiteModel("distilbert-base", f"{_HF}:distilbert_base", "text", int8_target=True,
@@ -64,6 +64,7 @@ SUITES: dict[str, Suite] = {s.name: s for s in (
                    "edgekit.methods.spik4lite.spikingformer:cifar_model_and_inputs", "spiking"),
         SuiteModel("wbmm-p", "edgekit.methods.wbmm.model:paper_model_and_inputs", "wbmm"),
         SuiteModel("wbmm-p-dw", "edgekit.methods.wbmm.model:paper_dw_model_and_inputs", "wbmm"),
+        SuiteModel("astra-vit-s", "edgekit.methods.astra.paper:vit_s_model_and_inputs", "vit"),
         SuiteModel("wifi-mamba-full",
                    "edgekit.methods.wifi_mamba.model:full_model_and_inputs", "pose",
                    classifier=False),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
 from torch import nn
 
 from edgekit.errors import UnknownNameError
@@ -39,3 +40,17 @@ def build_paper_model(name: str, **overrides: Any) -> nn.Module:
     cls = AstraGPT if name == "gpt2" else AstraViT
     return cls(**paper_config(name, **overrides))
 
+
+
+# The edge suite's size: the 512 px latency workload takes 2.5 s a torch forward on a 2-core CPU,
+# too slow for the suite's hundreds of agreement inputs; 224 px is ViT-S's ImageNet size.
+SUITE_IMAGE_SIZE = 224
+
+
+def vit_s_model_and_inputs() -> tuple[nn.Module, dict[str, torch.Tensor]]:
+    """ASTRA's ViT-S (4 partitions, 1024-code exchange) at 224 px with random weights and one
+    example image: the edge suite's ``astra-vit-s`` (``edgekit.suites``)."""
+    torch.manual_seed(0)
+    size = SUITE_IMAGE_SIZE
+    return (build_paper_model("vit-s", image_size=size).eval(),
+            {"images": torch.rand(1, 3, size, size)})
