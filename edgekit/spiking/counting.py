@@ -123,7 +123,7 @@ class _Hooks:
         @_uncounted
         def hook(module: nn.Module, args: Any, out: torch.Tensor) -> None:
             layer = self.counts.layers[name]
-            layer.spikes += int(out.count_nonzero())
+            layer.spikes += int(out.sum())  # a multi-spike neuron's output is spike counts
             layer.neuron_updates += out.numel()
         return hook
 

@@ -13,8 +13,8 @@ LIFTorch (and, in integers, Xylo's core: ``edgekit/neuromorphic/xylo_sim.py``) d
     v = v - s * v_th                      # subtractive reset, once per spike
 
 Xylo's hidden neurons fire at most 31 times a step, its readout neurons once. The spike function's
-gradient is LIFTorch's ``StepPWL`` (``1 / v_th`` where ``v >= v_th - window``), cut off where more
-input cannot add a spike (``v >= (max_spikes + 1) * v_th``). Built on SpikingJelly's ``BaseNode``
+gradient is LIFTorch's ``StepPWL``: ``1 / v_th`` where ``v >= v_th - window``, also past the cap
+(a saturated neuron still learns to fire less). Built on SpikingJelly's ``BaseNode``
 (explicit states ``v`` and ``i_syn``), so SpikingJelly's ``reset_net`` and multi-step mode apply.
 """
 from __future__ import annotations
@@ -41,12 +41,12 @@ class _FloorSpikeCount(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (v,) = ctx.saved_tensors
-        live = (v >= ctx.v_th - WINDOW) & (v < (ctx.max_spikes + 1) * ctx.v_th)
+        live = v >= ctx.v_th - WINDOW
         return grad * live / ctx.v_th, None, None
 
 
 class StepPWL(nn.Module):
-    """The spike function (LIFTorch's ``StepPWL``, capped at ``max_spikes``) as the neuron's
+    """The spike function (LIFTorch's ``StepPWL``, spikes capped at ``max_spikes``) as the neuron's
     ``surrogate_function``."""
 
     def __init__(self, max_spikes: int) -> None:
