@@ -44,11 +44,11 @@ def test_one_neuron_by_hand():
     assert node.v == 0.0 and node.i_syn == 0.0
 
 
-def test_the_gradient_is_lif_torchs_step_pwl():
+def test_the_gradient_is_lif_torchs_step_pwl_with_a_wider_window():
     node = XyloLIFNode(4, max_spikes=1, bias=False)
-    # after i = x / 2 and v = i, v is 0.25, 0.75, 1.5 and 2.5: below the window (no gradient),
-    # in it, firing, and past the cap (one spike, the gradient still there)
-    x = torch.tensor([[[0.5, 1.5, 3.0, 5.0]]], requires_grad=True)
+    # after i = x / 2 and v = i, v is -1.5, -0.5, 1.5 and 2.5: below the window (v_th - 2: no
+    # gradient), in it, firing, and past the cap (one spike, the gradient still there)
+    x = torch.tensor([[[-3.0, -1.0, 3.0, 5.0]]], requires_grad=True)
     spikes = node(x)
     spikes.sum().backward()
     assert spikes[0, 0].tolist() == [0.0, 0.0, 1.0, 1.0]

@@ -95,6 +95,10 @@ class SpikingCNN(MultiStepNet):
                 nn.init.normal_(m.weight, std=2.0 * math.sqrt(2.0 / m.weight[0].numel()))
                 if m.bias is not None:
                     nn.init.zeros_(m.bias)
+        if self.neuron == "xylo":  # its inputs are event counts up to 15, not values in [0, 1]
+            first = next(m for m in self.body.modules() if isinstance(m, nn.Linear))
+            with torch.no_grad():
+                first.weight.div_(MAX_INPUT_EVENTS)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Direct encoding, or events: the (host-side) sum over ``input_pool`` blocks, then each
