@@ -10,9 +10,11 @@ import torch
 
 from edgekit.data import DIGITS
 from edgekit.errors import UsageError
+from edgekit.neuromorphic.fixed_point import float_spikes
 from edgekit.neuromorphic.net_layers import walk
 from edgekit.neuromorphic.xylo_sim import compare_on_xylo, map_to_xylo
 from edgekit.registry import split_name
+from edgekit.spiking.counting import count
 from edgekit.spiking.layers import functional
 from edgekit.spiking.xylo_neuron import XyloLIFNode
 
@@ -104,3 +106,15 @@ def test_a_synapse_bias_is_refused_for_xylos_neuron(untrained_xylo):
             map_to_xylo(layers)
     finally:
         linear.bias = None
+
+
+def test_spike_counts_into_a_linear_layer_are_counted_as_events(untrained_xylo):
+    """The readout layer gets the hidden neurons' spike counts: spikes x fan-out synaptic ops,
+    no MACs (SpikingJelly's counters alone would take the counts for real values)."""
+    model, _, x = untrained_xylo
+    counts, _ = count(model, [x[:16]])
+    hidden, readout = counts.layers["body.2"], counts.layers["body.3"]
+    fired = float_spikes(model, x[:16])[0][0]
+    assert hidden.spikes == int(fired.sum()) > int(fired.count_nonzero())  # several a step
+    assert (readout.macs, readout.acs, readout.sops) == (0, hidden.spikes * 10, hidden.spikes * 10)
+    assert counts.totals["synop"] == readout.sops

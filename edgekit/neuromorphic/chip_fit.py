@@ -253,8 +253,8 @@ def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
     dashes = sorted({(n.dash_mem, n.dash_syn) for n in leaky if hasattr(n, "dash_mem")})
     shifts = (all(t >= 1 and math.log2(t).is_integer() for t in taus)
               and all(0 <= d <= 15 for pair in dashes for d in pair))  # 4-bit shifts
-    seen = [f"tau {t:g}" for t in taus] + [f"dash_mem {m}, dash_syn {s}" for m, s in dashes]
-    checks.append(Check("decays", "; ".join(seen) or "none",
+    seen = [f"tau {t:g}" for t in taus] + [f"dash_mem {m} and dash_syn {s}" for m, s in dashes]
+    checks.append(Check("decays", ", ".join(seen) or "none",
                         "bit-shift decays: tau a power of two", shifts,
                         "use time constants that are powers of two (in steps)",
                         chip.source("neurons")))

@@ -16,8 +16,9 @@ Xylo's hidden neurons fire at most 31 times a step, its readout neurons once. Th
 gradient is LIFTorch's ``StepPWL``: ``1 / v_th`` where ``v >= v_th - window``, also past the cap
 (a saturated neuron still learns to fire less), with a wider window than LIFTorch's default 0.5:
 trained for 40 epochs on digits (docs/chips.md), spiking-cnn:xylo reached 65.0 % with 0.5,
-88.9 % with 2.0 and 78.3 % with the gradient everywhere (a window of 100). Built on SpikingJelly's ``BaseNode``
-(explicit states ``v`` and ``i_syn``), so SpikingJelly's ``reset_net`` and multi-step mode apply.
+88.9 % with 2.0 and 78.3 % with the gradient everywhere (a window of 100). Built on
+SpikingJelly's ``BaseNode`` (explicit states ``v`` and ``i_syn``), so SpikingJelly's
+``reset_net`` and multi-step mode apply.
 """
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ from edgekit.spiking.layers import V_RESET, MultiStepNet, SumPool2d, iaf, layer,
 NEURONS = ("lif", "iaf", "xylo")  # "xylo": Xylo's multi-spike neuron, dense nets only
 POOLS = ("avg", "sum")
 READOUTS = ("linear", "spiking")
-RESETS = ("zero", "subtract")  # a LIF's reset; IAF neurons always subtract
+RESETS = ("zero", "subtract")  # a LIF's reset; IAF and Xylo's neurons always subtract
 ENCODINGS = ("direct", "events")
 EVENTS_PER_STEP = 4  # the events' encoding: a pixel of intensity 1.0 sends 4 events per step
 READOUT_SCALE = 8.0
@@ -143,7 +143,7 @@ register_model(ModelEntry(
         "speck": {"T": 8, "neuron": "iaf", "pool": "sum", "readout": "spiking",
                   "encoding": "events"},
         "xylo": {"T": 8, "channels": (), "hidden": 128, "input_pool": 2, "readout": "spiking",
-                 "encoding": "events", "neuron": "xylo"},
+                 "encoding": "events", "neuron": "xylo", "reset": "subtract"},
     },
     task=DIGITS.task,
     description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4; "
