@@ -65,7 +65,7 @@ class Blocker:
 
     layer: str
     operation: str
-    rank: int  # message order: tensor arithmetic first, then reductions, reshapes, modules
+    rank: int  # message order: multi-spike neurons, arithmetic, reductions, reshapes, modules
 
     def __str__(self) -> str:
         return f"{self.operation} in layer '{self.layer}'"
@@ -83,6 +83,15 @@ def _config_problem(module: nn.Module) -> str | None:
     if isinstance(module, nn.AvgPool2d) and (module.ceil_mode or module.divisor_override):
         return "AvgPool2d with ceil_mode or divisor_override"
     return None
+
+
+def _unsupported(module: nn.Module) -> tuple[str, int]:
+    """A module type NIR has no node for and its rank; a neuron firing several spikes a step
+    (edgekit.spiking.xylo_neuron.XyloLIFNode) comes first, with the reason."""
+    if getattr(module, "max_spikes", 1) > 1:
+        return (f"{type(module).__name__} firing up to {module.max_spikes} spikes per step "
+                "(NIR's LIF, CubaLIF and IF nodes fire at most once per step)"), -1
+    return type(module).__name__, 3
 
 
 def _describe(func: Any, args: tuple) -> tuple[str, int]:
@@ -123,8 +132,9 @@ class _Recorder(TorchFunctionMode):
                     if problem:
                         self.blockers.append(Blocker(name, problem, 3))
                     covered = True
-                elif not isinstance(module, _CONTAINERS) and not any(module.children()):
-                    self.blockers.append(Blocker(name, type(module).__name__, 3))
+                elif isinstance(module, neuron.BaseNode) or (
+                        not isinstance(module, _CONTAINERS) and not any(module.children())):
+                    self.blockers.append(Blocker(name, *_unsupported(module)))
                     covered = True
             self.stack.append((name, covered))
         return hook

@@ -97,6 +97,8 @@ def test_the_chip_variants_fit_their_chips():
     _, xylo_layers = _layers("spiking-cnn:xylo")
     assert check_fit(xylo_layers, load_chip("xylo-imu")).fits
     assert _failed(check_fit(xylo_layers, load_chip("xylo-audio2"))) == {"outputs": "10"}
+    # Xylo's neuron fires up to 31 spikes a step: no other chip fires more than one
+    assert _failed(check_fit(xylo_layers, load_chip("loihi2")))["spikes per step"] == "up to 31"
 
 
 def test_a_layer_too_big_for_every_core_is_refused():

@@ -215,6 +215,17 @@ def test_nir_refuses_attention_naming_operation_and_layer(tmp_path, name, operat
     assert not (tmp_path / "art").exists()
 
 
+def test_nir_refuses_xylos_multi_spike_neuron_saying_why(tmp_path):
+    with pytest.raises(UsageError) as info:
+        export_nir(load_model_source("spiking-cnn:xylo"), tmp_path / "art")
+    message = str(info.value)
+    assert info.value.exit_code == 2 and "\n" not in message
+    assert message.startswith("spiking-cnn:xylo cannot be exported to NIR: the XyloLIFNode firing "
+                              "up to 31 spikes per step (NIR's LIF, CubaLIF and IF nodes fire at "
+                              "most once per step) in layer 'body.2'")
+    assert not (tmp_path / "art").exists()
+
+
 def test_nir_blockers_name_each_unsupported_piece():
     found = {(b.operation, b.layer) for b in nir_blockers(load_model_source("spikingresformer"))}
     assert ("BatchNorm2d", "prologue.1") in found

@@ -34,10 +34,10 @@ def digits():
     return torch.from_numpy(DIGITS.loader().x_test)
 
 
-@pytest.fixture(scope="module", params=["lif", "iaf"])
+@pytest.fixture(scope="module", params=["xylo", "lif", "iaf"])
 def digits_net(request, digits):
-    """spiking-cnn:xylo untrained (seed 0), with its LIF neurons or with IF neurons (no leak:
-    Xylo's largest shift)."""
+    """spiking-cnn:xylo untrained (seed 0), with its own neurons (Xylo's), or with LIF or IF
+    neurons (the variant's subtractive reset; IF: no leak, Xylo's largest shift)."""
     torch.manual_seed(0)
     entry, variant = split_name("spiking-cnn:xylo")
     model = entry.build(variant, neuron=request.param).eval()

@@ -94,11 +94,18 @@ def group_layers(layers: list[NetLayer]) -> tuple[list[WeightGroup], list[NetLay
 
 
 def _neuron_checks(groups: list[WeightGroup], allowed: list[str], source: str,
-                   change: str) -> list[Check]:
+                   change: str, multi_spike: bool = False) -> list[Check]:
+    """The neuron models, and spikes per step: several only where the chip fires several
+    (``multi_spike``: Xylo, XYLO_RESET_SOURCE), one elsewhere."""
     models = sorted({g.neuron.detail["model"] for g in groups if g.neuron is not None})
     bad = [m for m in models if m not in allowed]
+    several = sorted({g.neuron.detail.get("max_spikes") or 1 for g in groups
+                      if g.neuron is not None} - {1})
     return [Check("neuron model", ", ".join(models) or "none", ", ".join(allowed), not bad,
-                  "" if not bad else change, source)]
+                  "" if not bad else change, source),
+            Check("spikes per step", ", ".join(f"up to {n}" for n in several) or "one",
+                  "up to 31" if multi_spike else "one", multi_spike or not several,
+                  "train with one-spike neurons (edgekit.spiking.layers)", source)]
 
 
 def _structure_checks(groups: list[WeightGroup], leading: list[NetLayer]) -> list[Check]:
@@ -230,7 +237,7 @@ XYLO_RESET_SOURCE = ("xylosim 0.1.3, src/v2/cpp/XyloIAFNeuron.cpp, XyloIAFNeuron
 
 def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
     checks = _neuron_checks(groups, chip["neurons"], chip.source("neurons"),
-                            "use LIF or IAF neurons")
+                            "use LIF or IAF neurons", multi_spike=True)
     convs = [g.weights.name for g in groups if g.weights.kind == "conv"]
     checks.append(Check("dense layers", ", ".join(convs) or "dense only", "dense weights only",
                         not convs, "replace convolutions with dense layers (unrolled, each "
@@ -242,9 +249,12 @@ def _xylo(groups: list[WeightGroup], chip: ChipLimits) -> FitReport:
                         chip.source("hidden_neurons")))
     leaky = [g.neuron.module for g in groups
              if g.neuron is not None and g.neuron.detail["model"] == "lif"]
-    taus = sorted({float(getattr(n, "tau", 0.0)) for n in leaky})
-    shifts = all(t >= 1 and math.log2(t).is_integer() for t in taus)
-    checks.append(Check("decays", ", ".join(f"tau {t:g}" for t in taus) or "none",
+    taus = sorted({float(getattr(n, "tau", 0.0)) for n in leaky if hasattr(n, "tau")})
+    dashes = sorted({(n.dash_mem, n.dash_syn) for n in leaky if hasattr(n, "dash_mem")})
+    shifts = (all(t >= 1 and math.log2(t).is_integer() for t in taus)
+              and all(0 <= d <= 15 for pair in dashes for d in pair))  # 4-bit shifts
+    seen = [f"tau {t:g}" for t in taus] + [f"dash_mem {m} and dash_syn {s}" for m, s in dashes]
+    checks.append(Check("decays", ", ".join(seen) or "none",
                         "bit-shift decays: tau a power of two", shifts,
                         "use time constants that are powers of two (in steps)",
                         chip.source("neurons")))

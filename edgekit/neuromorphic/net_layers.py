@@ -32,9 +32,17 @@ class NetLayer:
         return type(self.module).__name__
 
 
+def max_spikes(node: nn.Module) -> int | None:
+    """The spikes a multi-spike neuron (``XyloLIFNode``) may fire per step; None for the
+    one-spike neurons of SpikingJelly."""
+    value = getattr(node, "max_spikes", None)
+    return int(value) if value is not None else None
+
+
 def neuron_kind(node: nn.Module) -> str:
-    """"lif" (leaky), "iaf" (no leak) or the class name of another neuron."""
-    if isinstance(node, neuron.LIFNode):
+    """"lif" (leaky; Xylo's current-based LIF too), "iaf" (no leak) or the class name of another
+    neuron."""
+    if isinstance(node, neuron.LIFNode) or max_spikes(node) is not None:
         return "lif"
     if isinstance(node, neuron.IFNode):
         return "iaf"
@@ -50,7 +58,8 @@ def _classify(module: nn.Module) -> tuple[str, dict[str, Any]]:
     if isinstance(module, neuron.BaseNode):
         return "neuron", {"model": neuron_kind(module),
                           "reset": "subtract" if module.v_reset is None else "to_reset",
-                          "threshold": float(module.v_threshold)}
+                          "threshold": float(module.v_threshold),
+                          "max_spikes": max_spikes(module)}
     pool = next((kind for base, kind in POOLS.items() if isinstance(module, base)), None)
     if pool is not None:
         size = module.kernel_size
@@ -61,8 +70,12 @@ def _classify(module: nn.Module) -> tuple[str, dict[str, Any]]:
 
 
 def _leaves(model: nn.Module) -> list[nn.Module]:
-    return [m for m in model.modules()
-            if not list(m.children()) or isinstance(m, neuron.BaseNode)]
+    """Every neuron and every module without children outside neurons (a neuron's surrogate
+    function is part of the neuron)."""
+    inside = {id(m) for node in model.modules() if isinstance(node, neuron.BaseNode)
+              for m in node.modules() if m is not node}
+    return [m for m in model.modules() if id(m) not in inside
+            and (not list(m.children()) or isinstance(m, neuron.BaseNode))]
 
 
 @torch.no_grad()

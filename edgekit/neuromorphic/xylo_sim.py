@@ -19,12 +19,16 @@ xylosim applies them in one time step:
 ``tests/test_xylo_sim.py`` runs the same registers through xylosim where it is installed and
 requires equal spikes at every step.
 
-The mapping of edgekit's LIF (SpikingJelly's, ``V += (X - V) / tau``, one state) onto Xylo's two
-states is approximate, and the agreement ``edgekit simulate --target xylo-*`` reports measures it:
-``dash_mem = log2(tau)``; ``dash_syn = 1``, the shortest synaptic memory that passes input (with
-0 the current decays to nothing in the step its input arrives), so each weight is doubled to
-pass ``W / tau`` and half of it is carried to the next step; the bias enters the membrane as
-``b / tau``; Xylo resets by subtraction, with several spikes per step.
+Xylo's own neuron trained in float (``edgekit.spiking.xylo_neuron.XyloLIFNode``, Rockpool's
+``LIFTorch``; ``spiking-cnn:xylo`` uses it) maps as it is: its dashes, its bias on the membrane,
+weights and threshold times one scale; what differs is rounding (weights to 8 bits, states to
+integers, the decays' floor). The mapping of edgekit's other LIF (SpikingJelly's,
+``V += (X - V) / tau``, one state) onto Xylo's two states is approximate, and the agreement
+``edgekit simulate --target xylo-*`` reports measures it: ``dash_mem = log2(tau)``;
+``dash_syn = 1``, the shortest synaptic memory that passes input (with 0 the current decays to
+nothing in the step its input arrives), so each weight is doubled to pass ``W / tau`` and half of
+it is carried to the next step; the bias enters the membrane as ``b / tau``; Xylo resets by
+subtraction, with several spikes per step.
 """
 from __future__ import annotations
 
@@ -77,7 +81,28 @@ def _dash(tau: float) -> int:
     return round(dash)
 
 
+def _xylo_population(linear: NetLayer, node: NetLayer, max_spikes: int) -> XyloPopulation:
+    """Xylo's own neuron: weights, threshold and bias times one scale, the dashes as they are."""
+    if linear.module.bias is not None:
+        raise UsageError(f"Xylo's synapses carry no bias: give {linear.name} bias=False (the "
+                         "bias of Xylo's neuron is on its membrane)")
+    module = node.module
+    w = linear.module.weight.detach().double().numpy().T  # [pre, post]
+    b = (np.zeros(w.shape[1]) if module.bias is None
+         else module.bias.detach().double().numpy())
+    threshold = float(module.v_threshold)
+    scale = min(WEIGHT_MAX / max(float(np.abs(w).max()), 1e-12), STATE_MAX / (2.0 * threshold),
+                STATE_MAX / max(float(np.abs(b).max()), 1e-12))
+    n = w.shape[1]
+    return XyloPopulation(np.round(w * scale).astype(np.int64),
+                          np.full(n, round(threshold * scale), dtype=np.int64),
+                          np.round(b * scale).astype(np.int64), module.dash_mem, module.dash_syn,
+                          max_spikes, float(scale))
+
+
 def _population(linear: NetLayer, node: NetLayer, max_spikes: int) -> XyloPopulation:
+    if node.detail.get("max_spikes") is not None:
+        return _xylo_population(linear, node, max_spikes)
     w = linear.module.weight.detach().double().numpy().T  # [pre, post]
     b = (np.zeros(w.shape[1]) if linear.module.bias is None
          else linear.module.bias.detach().double().numpy())
@@ -96,7 +121,8 @@ def _population(linear: NetLayer, node: NetLayer, max_spikes: int) -> XyloPopula
 
 
 def map_to_xylo(layers: list[NetLayer]) -> XyloNet:
-    """Xylo's registers for a net of [flatten] linear -> LIF/IF -> linear -> LIF/IF."""
+    """Xylo's registers for a net of [flatten] linear -> neuron -> linear -> neuron (Xylo's own,
+    or LIF/IF)."""
     core = [lay for lay in layers if lay.kind != "flatten"]
     kinds = [lay.kind for lay in core]
     if kinds != ["linear", "neuron", "linear", "neuron"]:

@@ -11,6 +11,11 @@ module exclude its children, so an attention block's own row holds its matmuls.
 
 edgekit adds only what the counters do not see: spikes and neuron updates per neuron layer, the
 spike rate entering each synaptic layer, and the spikes each attention block sends between cores.
+One correction: a linear layer fed by a neuron that fires several spikes a step (Xylo's,
+``edgekit.spiking.xylo_neuron``) gets spike counts, which the counters take for real values
+(MACs); the chip delivers each spike as an event (``xylo_sim``), so edgekit counts it as
+spikes x fan-out synaptic operations (ACs) instead. SpikingJelly's own energy report
+(``simple_energy``) keeps its counters' view.
 """
 from __future__ import annotations
 
@@ -40,8 +45,9 @@ class LayerCounts:
     sops: int = 0
     spikes: int = 0  # neuron layers: spikes emitted
     neuron_updates: int = 0  # neuron layers: neurons x T x samples
-    input_ones: int = 0  # synaptic layers: non-zero input elements
+    input_ones: int = 0  # synaptic layers: non-zero input elements (spikes, for spike counts)
     input_elements: int = 0
+    event_sops: int = 0  # linear layers fed spike counts: spikes x fan-out
 
     @property
     def is_neuron(self) -> bool:
@@ -101,6 +107,7 @@ class _Hooks:
     def __init__(self, model: nn.Module, counts: Counts) -> None:
         self.counts = counts
         self.handles: list[Any] = []
+        self.spike_counts: dict[str, torch.Tensor] = {}  # multi-spike neurons' latest outputs
         for name, module in model.named_modules():
             if isinstance(module, neuron.BaseNode):
                 self._layer(name, module)
@@ -123,16 +130,23 @@ class _Hooks:
         @_uncounted
         def hook(module: nn.Module, args: Any, out: torch.Tensor) -> None:
             layer = self.counts.layers[name]
-            layer.spikes += int(out.count_nonzero())
+            layer.spikes += int(out.sum())  # a multi-spike neuron's output is spike counts
             layer.neuron_updates += out.numel()
+            if getattr(module, "max_spikes", 1) > 1:
+                self.spike_counts[name] = out
         return hook
 
     def _on_synapse(self, name: str):
         @_uncounted
         def hook(module: nn.Module, args: tuple[torch.Tensor, ...]) -> None:
             x = args[0]
-            if _is_binary(x):
-                layer = self.counts.layers[name]
+            layer = self.counts.layers[name]
+            if isinstance(module, nn.Linear) and any(x is c for c in self.spike_counts.values()):
+                spikes = int(x.sum())
+                layer.input_ones += spikes
+                layer.input_elements += x.numel()
+                layer.event_sops += spikes * module.out_features
+            elif _is_binary(x):
                 layer.input_ones += int(x.count_nonzero())
                 layer.input_elements += x.numel()
         return hook
@@ -206,6 +220,12 @@ def count(model: nn.Module, batches: Iterable[torch.Tensor]) -> tuple[Counts, li
     report = profiler.get_report()
     counts.simple_energy = report
     counts.totals = {k: int(v) for k, v in report.counts.items()}
+    for layer in counts.layers.values():
+        if layer.event_sops:  # spike counts in: events, not MACs (the module's docstring)
+            counts.totals["mac"] -= layer.macs
+            counts.totals["ac"] += layer.event_sops - layer.acs
+            counts.totals["synop"] += layer.event_sops - layer.sops
+            layer.macs, layer.acs, layer.sops = 0, layer.event_sops, layer.event_sops
     order = {name: i for i, (name, _) in enumerate(model.named_modules())}
     counts.layers = dict(sorted(counts.layers.items(), key=lambda kv: order.get(kv[0], 1 << 30)))
     return counts, outputs

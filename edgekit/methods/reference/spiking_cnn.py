@@ -13,9 +13,11 @@ Two variants fit neuromorphic chips (``edgekit simulate --target``, docs/neuromo
   0..4 events per step);
 - ``spiking-cnn:xylo``: a dense net within Xylo's 16 inputs and a few hundred hidden neurons (the
   rules of Rockpool's Xylo mapper): the image summed over 2x2 blocks on the host (16 input
-  channels, as Xylo's audio front end hands the core 16 channels), then linear -> LIF -> linear ->
-  LIF, spiking readout; the LIFs subtract the threshold on a spike, as Xylo's neurons do (xylosim,
-  ``edgekit/neuromorphic/xylo_sim.py``).
+  channels, as Xylo's audio front end hands the core 16 channels, at most 15 events per channel
+  and step), then linear -> neuron -> linear -> neuron with Xylo's own neuron
+  (``edgekit/spiking/xylo_neuron.py``: synaptic current, bit-shift decays, a bias on the membrane,
+  up to 31 spikes per step for a hidden neuron and one for a readout neuron), so that Xylo's
+  integer rules (``edgekit/neuromorphic/xylo_sim.py``) run the trained net as it was trained.
 
 A spiking readout's output is the spike count over T, scaled by ``READOUT_SCALE`` so that
 cross-entropy sees logits of a useful range (the argmax, hence the prediction, is the count's).
@@ -32,13 +34,14 @@ from torch import nn
 
 from edgekit.data import DIGITS
 from edgekit.errors import UsageError
+from edgekit.neuromorphic.xylo_sim import MAX_HIDDEN_SPIKES, MAX_INPUT_EVENTS, MAX_OUTPUT_SPIKES
 from edgekit.registry import ExportSettings, ModelEntry, TrainSettings, register_model
 from edgekit.spiking.layers import V_RESET, MultiStepNet, SumPool2d, iaf, layer, lif
 
-NEURONS = ("lif", "iaf")
+NEURONS = ("lif", "iaf", "xylo")  # "xylo": Xylo's multi-spike neuron, dense nets only
 POOLS = ("avg", "sum")
 READOUTS = ("linear", "spiking")
-RESETS = ("zero", "subtract")  # a LIF's reset; IAF neurons always subtract
+RESETS = ("zero", "subtract")  # a LIF's reset; IAF and Xylo's neurons always subtract
 ENCODINGS = ("direct", "events")
 EVENTS_PER_STEP = 4  # the events' encoding: a pixel of intensity 1.0 sends 4 events per step
 READOUT_SCALE = 8.0
@@ -58,9 +61,13 @@ class SpikingCNN(MultiStepNet):
                  neuron: str = "lif", pool: str = "avg", readout: str = "linear",
                  encoding: str = "direct", input_pool: int = 1, reset: str = "zero") -> None:
         super().__init__(T, (in_channels, input_size, input_size))
-        v_reset = None if _choice("reset", reset, RESETS) == "subtract" else V_RESET
-        spiking = {"lif": partial(lif, v_reset), "iaf": iaf}[_choice("neuron", neuron, NEURONS)]
+        self.neuron = _choice("neuron", neuron, NEURONS)
         self.readout = _choice("readout", readout, READOUTS)
+        if self.neuron == "xylo" and (channels or self.readout != "spiking"):
+            raise UsageError("spiking-cnn: Xylo's neuron is for dense nets with a spiking "
+                             "readout (channels=(), readout='spiking')")
+        v_reset = None if _choice("reset", reset, RESETS) == "subtract" else V_RESET
+        spiking = {"lif": partial(lif, v_reset), "iaf": iaf}.get(self.neuron)
         self.encoding = _choice("encoding", encoding, ENCODINGS)
         if input_pool < 1 or input_size % input_pool:
             raise UsageError(f"spiking-cnn: input_pool must divide input_size {input_size}, "
@@ -74,16 +81,24 @@ class SpikingCNN(MultiStepNet):
             blocks += [layer.Conv2d(cin, cout, 3, padding=1, bias=True, step_mode="m"), spiking(),
                        pooling]
             cin, side = cout, side // 2
-        blocks += [layer.Flatten(step_mode="m"),  # [T, B, C*H*W]
-                   layer.Linear(cin * side * side, hidden, step_mode="m"), spiking(),
-                   layer.Linear(hidden, num_classes, step_mode="m")]
-        if self.readout == "spiking":
-            blocks.append(spiking())
+        blocks.append(layer.Flatten(step_mode="m"))  # [T, B, C*H*W]
+        if self.neuron == "xylo":
+            blocks += _xylo_dense(cin * side * side, hidden, num_classes)
+        else:
+            blocks += [layer.Linear(cin * side * side, hidden, step_mode="m"), spiking(),
+                       layer.Linear(hidden, num_classes, step_mode="m")]
+            if self.readout == "spiking":
+                blocks.append(spiking())
         self.body = nn.Sequential(*blocks)
         for m in self.body.modules():  # He init doubled: without BatchNorm the default init
             if isinstance(m, (nn.Conv2d, nn.Linear)):  # leaves every neuron below threshold
                 nn.init.normal_(m.weight, std=2.0 * math.sqrt(2.0 / m.weight[0].numel()))
-                nn.init.zeros_(m.bias)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+        if self.neuron == "xylo":  # its inputs are event counts up to 15, not values in [0, 1]
+            first = next(m for m in self.body.modules() if isinstance(m, nn.Linear))
+            with torch.no_grad():
+                first.weight.div_(MAX_INPUT_EVENTS)
 
     def encode(self, x: torch.Tensor) -> torch.Tensor:
         """Direct encoding, or events: the (host-side) sum over ``input_pool`` blocks, then each
@@ -95,11 +110,26 @@ class SpikingCNN(MultiStepNet):
                      ).unflatten(0, (T, B))
         if self.encoding == "events":
             x_seq = torch.round(x_seq * EVENTS_PER_STEP)
+            if self.neuron == "xylo":  # Xylo takes at most 15 events per channel and step
+                x_seq = x_seq.clamp(max=MAX_INPUT_EVENTS)
         return x_seq
 
     def forward_seq(self, x_seq: torch.Tensor) -> torch.Tensor:
         out = self.body(x_seq)  # [T, B, C, H, W] -> [T, B, classes]
         return out * READOUT_SCALE if self.readout == "spiking" else out
+
+
+def _xylo_dense(inputs: int, hidden: int, classes: int) -> list[nn.Module]:
+    """linear -> Xylo neuron (31 spikes a step) -> linear -> Xylo neuron (one): the weights
+    carry no bias, as Xylo's synapses carry none; the bias is the hidden neurons' own, on the
+    membrane. The readout has none: Xylo runs it one step ahead of its input (xylo_sim.run_xylo),
+    where a bias would act one step early."""
+    from edgekit.spiking.xylo_neuron import XyloLIFNode
+
+    return [layer.Linear(inputs, hidden, bias=False, step_mode="m"),
+            XyloLIFNode(hidden, MAX_HIDDEN_SPIKES),
+            layer.Linear(hidden, classes, bias=False, step_mode="m"),
+            XyloLIFNode(classes, MAX_OUTPUT_SPIKES, bias=False)]
 
 
 register_model(ModelEntry(
@@ -113,7 +143,7 @@ register_model(ModelEntry(
         "speck": {"T": 8, "neuron": "iaf", "pool": "sum", "readout": "spiking",
                   "encoding": "events"},
         "xylo": {"T": 8, "channels": (), "hidden": 128, "input_pool": 2, "readout": "spiking",
-                 "encoding": "events", "reset": "subtract"},
+                 "encoding": "events", "neuron": "xylo", "reset": "subtract"},
     },
     task=DIGITS.task,
     description="spiking CNN of NIR primitives (conv, LIF, avg-pool, flatten, linear), T=4; "
