@@ -16,19 +16,17 @@ every channel; the registry's train/test split): "digits upsampled to 32x32 (not
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from common import export_as_edgekit, median, run_rounds
 
 from edgekit.backends import make_session
 from edgekit.checkpoint import load_checkpoint, save_checkpoint
-from edgekit.data import Dataset, load_dataset
+from edgekit.data import Dataset, load_dataset, upsampled
 from edgekit.flops import model_cost
 from edgekit.methods.spik4lite.distill import Distillation
 from edgekit.methods.spik4lite.spikingformer import CIFAR_CONFIG
@@ -42,21 +40,10 @@ DATA_LABEL = "digits upsampled to 32x32 (not CIFAR)"
 NETS = ("dense", "keep05")
 
 
-def upsampled(dataset: Dataset, size: int = CIFAR_CONFIG["input_size"],
-              channels: int = CIFAR_CONFIG["in_channels"]) -> Dataset:
-    """``dataset``'s images resized to ``size`` x ``size`` (bilinear) with the single channel
-    repeated ``channels`` times; labels and split unchanged."""
-    def grow(x: Any) -> Any:
-        t = torch.from_numpy(x)
-        if t.ndim != 4 or t.shape[1] != 1:
-            raise ValueError(f"expected single-channel images [N, 1, H, W], got {tuple(t.shape)}")
-        t = F.interpolate(t.float(), size=(size, size), mode="bilinear", align_corners=False)
-        return t.repeat(1, channels, 1, 1).contiguous().numpy()
-
-    digest = hashlib.sha256(f"{dataset.digest}:bilinear:{channels}x{size}x{size}".encode())
-    return Dataset(f"{dataset.name} upsampled to {size}x{size}x{channels}",
-                   grow(dataset.x_train), dataset.y_train, grow(dataset.x_test), dataset.y_test,
-                   digest.hexdigest()[:16])
+def upsampled_digits(entry: ModelEntry) -> Dataset:
+    """The entry's digits at the CIFAR config's input size and channels."""
+    return upsampled(load_dataset(entry.task), CIFAR_CONFIG["input_size"],
+                     CIFAR_CONFIG["in_channels"])
 
 
 def cifar_entry(batch_size: int, lr: float) -> ModelEntry:
@@ -70,7 +57,7 @@ def train_both(out: Path, dense_epochs: int, schedule: Schedule, batch_size: int
                keep: float, seconds: float | None = None) -> dict[str, Any]:
     """Train the dense net, then Spik4lite from it; write ``out/{dense,keep05}.safetensors``."""
     entry = cifar_entry(batch_size, lr)
-    dataset = upsampled(load_dataset(entry.task))
+    dataset = upsampled_digits(entry)
     out.mkdir(parents=True, exist_ok=True)
     data = {"dataset": DATA_LABEL, "dataset_digest": dataset.digest}
     started = time.perf_counter()
