@@ -24,12 +24,17 @@ Runtime, and what compensation buys right after a removal.
   Runtime's per-operator profile: at digits size per-node costs dominate, so halving the widths
   cannot halve the latency; at CIFAR size the convolutions and matmuls do. Written to
   ``results/spik4lite_physics.json``.
+- Trained at CIFAR size (``--part cifar``, ``spik4lite_cifar.py``; not part of ``all``: tens of
+  minutes on two cores): the dense Spikingformer-4-384 and Spik4lite keep 0.5 started from it
+  and distilling from it, on the digits upsampled to 32x32 (not CIFAR): accuracy, parameters,
+  FLOPs, ONNX Runtime latency; checkpoints in ``--cifar-dir``. Written to
+  ``results/spik4lite_cifar.json``.
 
 Targets (issue 18) at keep 0.5: ONNX Runtime latency at least 1.6x lower than keep 1.0, at most
 1.0 point of accuracy lost, and compensation recovering at least half of what plain removal
 loses right after removal.
 
-    python benchmarks/spik4lite.py [--part all|sweep|physics] [--rounds 5] [--epochs 30]
+    python benchmarks/spik4lite.py [--part all|sweep|physics|cifar] [--rounds 5] [--epochs 30]
                                    [--cycles 3] [--models spikingresformer spikingformer]
                                    [--keeps 1.0 0.5 ...]
 """
@@ -42,6 +47,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import spik4lite_cifar
 import spik4lite_physics
 import torch
 from common import export_as_edgekit, markdown_table, median, run_rounds, write_result
@@ -127,9 +133,23 @@ def main() -> None:
     parser.add_argument("--name", help="results/NAME.json (default spik4lite, or "
                                        "spik4lite_seedN for --seed N)")
     parser.add_argument("--min-time", type=float, default=0.5)
-    parser.add_argument("--part", choices=("all", "sweep", "physics"), default="all",
+    parser.add_argument("--part", choices=("all", "sweep", "physics", "cifar"), default="all",
                         help="sweep: the trained keep sweep; physics: where ONNX Runtime's time "
-                             "goes, digits and CIFAR size, untrained (no training, minutes)")
+                             "goes, digits and CIFAR size, untrained (no training, minutes); "
+                             "cifar: Spikingformer-4-384 dense and keep 0.5 trained on the "
+                             "digits upsampled to 32x32 (not in all)")
+    parser.add_argument("--cifar-stage", choices=("all", "train", "measure"), default="all",
+                        help="cifar: train and write the checkpoints, time them, or both")
+    parser.add_argument("--cifar-dir", type=Path, default=Path("/tmp/spik4cifar"),
+                        help="cifar: where the checkpoints are written / read")
+    parser.add_argument("--cifar-dense-epochs", type=int, default=2)
+    parser.add_argument("--cifar-schedule", type=int, nargs=4, default=(0, 1, 1, 1),
+                        metavar=("WARMUP", "CYCLES", "CYCLE_EPOCHS", "FINETUNE"),
+                        help="cifar: the Spik4lite phases in epochs (started from the dense net)")
+    parser.add_argument("--cifar-batch", type=int, default=32)
+    parser.add_argument("--cifar-lr", type=float, default=1e-3)
+    parser.add_argument("--cifar-budget", type=float,
+                        help="cifar: seconds for all training; no epoch starts after them")
     parser.add_argument("--physics-nets", nargs="+", choices=list(spik4lite_physics.nets()),
                         help="physics: only these nets (default: all three)")
     args = parser.parse_args()
@@ -138,6 +158,8 @@ def main() -> None:
         physics(args)
     if args.part in ("all", "sweep"):
         sweep(args)
+    if args.part == "cifar":
+        cifar(args)
 
 
 def physics(args: argparse.Namespace) -> None:
@@ -151,6 +173,33 @@ def physics(args: argparse.Namespace) -> None:
                      "load_average_1min": result.pop("load_average_1min"),
                      "cpus": os.cpu_count()},
         **result, "target_ort_speedup": TARGET_SPEEDUP})
+
+
+def cifar(args: argparse.Namespace) -> None:
+    trained_with = None
+    if args.cifar_stage in ("all", "train"):
+        torch.set_num_threads(2)
+        trained_with = spik4lite_cifar.train_both(
+            args.cifar_dir, args.cifar_dense_epochs, Schedule(*args.cifar_schedule),
+            args.cifar_batch, args.cifar_lr, TARGET_KEEP, args.cifar_budget)
+        torch.set_num_threads(1)
+    if args.cifar_stage == "train":
+        return
+    result = spik4lite_cifar.measure(args.cifar_dir, args.rounds, args.min_time)
+    rows = result["rows"]
+    print(markdown_table(spik4lite_cifar.HEADER, spik4lite_cifar.table_rows(rows)))
+    verdict = spik4lite_cifar.verdict(rows, TARGET_SPEEDUP, TARGET_LOSS_PTS)
+    print({k: round(v, 3) if isinstance(v, float) else v for k, v in verdict.items()})
+    write_result("spik4lite_cifar", {
+        "settings": {"data": spik4lite_cifar.DATA_LABEL, "rounds": args.rounds, "threads": 1,
+                     "batch": 1, "min_time": args.min_time, "train_batch": args.cifar_batch,
+                     "train_lr": args.cifar_lr, "dense_epochs": args.cifar_dense_epochs,
+                     "schedule": vars(Schedule(*args.cifar_schedule)),
+                     "train_threads": 2, "load_average_1min": result["load_average_1min"],
+                     "cpus": os.cpu_count()},
+        "training": trained_with, "results": rows, "verdict": verdict,
+        "targets": {"keep": TARGET_KEEP, "ort_speedup": TARGET_SPEEDUP,
+                    "accuracy_loss_pts": TARGET_LOSS_PTS}})
 
 
 def sweep(args: argparse.Namespace) -> None:
