@@ -12,11 +12,10 @@ agreement, not accuracy). Latency: ``--rounds`` rounds, each timing every case o
 that rotates between rounds; the table quotes the median over rounds of each round's median call,
 with the min-max spread. A second int8 artifact calibrated by MinMax (edgekit's default is
 Entropy) is scored for agreement, to tell a calibration problem from a graph problem;
-edgekit's int8 quantizes the weight layers of a graph with attention and every operator of
-the others (``--int8-ops auto``); ``--int8-ops weights|all`` adds an int8 artifact with that
-operator set, timed and scored like the others (``--int8-twin``: the set the default did not
-use). ONNX Runtime's profiler splits the time of fp32
-and each int8 by operator type (1 thread), to show where int8 wins or loses.
+edgekit's int8 quantizes the layers with weights (``--int8-ops weights``, the default);
+``--int8-ops weights|all`` adds an int8 artifact with that operator set, timed and scored like
+the others (``--int8-twin``: the set the default did not use). ONNX Runtime's profiler splits
+the time of fp32 and each int8 by operator type (1 thread), to show where int8 wins or loses.
 
     python benchmarks/edge_suite.py [--models mobilenet-v2,vit-s16] [--rounds 5]
         [--samples 512] [--calib-samples 32] [--min-time 0.5] [--int8-ops all | --int8-twin]
@@ -120,7 +119,7 @@ def agreement(sessions: dict[str, Any], arrays: dict[str, np.ndarray],
 
 def _other_ops(int8: Path) -> str:
     """The operator set edgekit's default int8 did not use: "weights" after "all" and back."""
-    used = load_artifact(int8).manifest["quantization"]["int8_ops"]["used"]
+    used = load_artifact(int8).manifest["quantization"]["int8_ops"]
     return "all" if used == "weights" else "weights"
 
 
@@ -174,7 +173,7 @@ def measure(member: SuiteModel, args: argparse.Namespace, work: Path) -> dict[st
         "bytes": {p: path.stat().st_size for p, path in paths.items()},
         "validated": validated, "int8_target_applies": member.int8_target,
         "int8_ops_used": {p: load_artifact(paths[p].parent).manifest["quantization"]["int8_ops"]
-                          ["used"] for p in ("int8", "int8-ops") if p in paths}}
+                          for p in ("int8", "int8-ops") if p in paths}}
     named = np.load(data)
     arrays = {k: named[k] for k in source.inputs.names}
     sessions = {p: session(path, 2) for p, path in paths.items()}
@@ -364,6 +363,26 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     print(f"wrote {path}")
 
 
+def reestimate(path: Path) -> None:
+    """The estimates of a results file recomputed for this machine's calibrated profile, beside
+    the latencies it holds: the estimate needs no timing, only each member's analysis."""
+    body = json.loads(path.read_text())
+    here = calibrated_here()
+    members = {m.name: m for m in get_suite(body["suite"]).models}
+    for record in body["models"]:
+        if "latency_ms" in record:
+            member = members[record["model"]]
+            source = resolve_target(member.target, inputs=member.inputs)
+            record["estimate"] = beside_measured(source, record["latency_ms"], here["threads"])
+    body["calibrated_profile"] = here
+    body["estimates_recomputed"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body.setdefault("measured_provenance", body.get("provenance"))  # the timing run's
+    for key in ("provenance", "schema_version", "kind"):  # write_result writes them anew
+        body.pop(key, None)
+    write_result(path.stem, body)
+    print(estimate_table(body["models"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="edge")
@@ -377,14 +396,20 @@ def main() -> None:
                         help="skip the int8 twin calibrated by MinMax instead of Entropy")
     parser.add_argument("--int8-ops", choices=INT8_OPS,
                         help="also an int8 artifact with this operator set (edgekit's default "
-                             "is auto: the weight layers for a graph with attention, else all)")
+                             "is weights)")
     parser.add_argument("--int8-twin", action="store_true",
                         help="also an int8 artifact with the operator set the default did not "
-                             "use (all where it used the weight layers, and back)")
+                             "use")
     parser.add_argument("--min-time", type=float, default=0.5, help="seconds per case per round")
     parser.add_argument("--min-iters", type=int, default=5)
     parser.add_argument("--out", default="edge_suite")
+    parser.add_argument("--estimates-only", action="store_true",
+                        help="recompute the estimates of results/OUT.json beside its measured "
+                             "latencies (no export, no timing), and rewrite it")
     args = parser.parse_args()
+    if args.estimates_only:
+        reestimate(RESULTS / f"{args.out}.json")
+        return
     suite = get_suite(args.suite)
     members = suite.select(args.models.split(",") if args.models else None)
     here = calibrated_here()

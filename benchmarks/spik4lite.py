@@ -138,8 +138,12 @@ def main() -> None:
                              "goes, digits and CIFAR size, untrained (no training, minutes); "
                              "cifar: Spikingformer-4-384 dense and keep 0.5 trained on the "
                              "digits upsampled to 32x32 (not in all)")
-    parser.add_argument("--cifar-stage", choices=("all", "train", "measure"), default="all",
-                        help="cifar: train and write the checkpoints, time them, or both")
+    parser.add_argument("--cifar-stage", choices=("all", "train", "finetune", "measure"),
+                        default="all",
+                        help="cifar: train and write the checkpoints, time them, or both; "
+                             "finetune: train the keep 0.5 checkpoint --cifar-finetune-epochs "
+                             "more (then time all)")
+    parser.add_argument("--cifar-finetune-epochs", type=int, default=2)
     parser.add_argument("--cifar-dir", type=Path, default=Path("/tmp/spik4cifar"),
                         help="cifar: where the checkpoints are written / read")
     parser.add_argument("--cifar-dense-epochs", type=int, default=2)
@@ -182,6 +186,11 @@ def cifar(args: argparse.Namespace) -> None:
         trained_with = spik4lite_cifar.train_both(
             args.cifar_dir, args.cifar_dense_epochs, Schedule(*args.cifar_schedule),
             args.cifar_batch, args.cifar_lr, TARGET_KEEP, args.cifar_budget)
+        torch.set_num_threads(1)
+    if args.cifar_stage == "finetune":
+        torch.set_num_threads(2)
+        trained_with = spik4lite_cifar.finetune(args.cifar_dir, args.cifar_finetune_epochs,
+                                                args.cifar_batch, args.cifar_lr)
         torch.set_num_threads(1)
     if args.cifar_stage == "train":
         return

@@ -55,16 +55,15 @@ from edgekit.provenance import provenance
 from edgekit.quiet import quiet
 
 QUANTIZATIONS = ("static", "dynamic")
-# Which operators static int8 quantizes. "weights": the layers that carry weights (Conv, Gemm,
-# MatMul with a constant operand) and the ReLU/Clip ONNX Runtime folds into them, as ONNX
-# Runtime's own recipe for transformers does: Softmax, LayerNorm, GELU, the attention matmuls and
-# the residual stream stay float. "all": every operator ONNX Runtime can quantize. "auto":
-# "weights" for a graph with attention (a Softmax), "all" otherwise. Measured on real-size models
-# in benchmarks/README.md ("int8 of the weight layers only").
-INT8_OPS = ("auto", "weights", "all")
+# Which operators static int8 quantizes. "weights" (the default): the layers that carry weights
+# (Conv, Gemm, MatMul with a constant operand) and the ReLU/Clip ONNX Runtime folds into them, as
+# ONNX Runtime's own recipe for transformers does: Softmax, LayerNorm, GELU, the attention
+# matmuls, the residual stream and a spiking net's neuron arithmetic stay float. "all": every
+# operator ONNX Runtime can quantize. On the real-size edge suite "weights" was as fast or faster
+# on six of seven models and far closer to fp32 on the transformers (benchmarks/README.md).
+INT8_OPS = ("weights", "all")
 WEIGHT_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
 FOLDED_ACTIVATIONS = frozenset({"Relu", "Clip"})
-ATTENTION_OPS = frozenset({"Softmax"})
 MODEL_FILE = "model.onnx"
 # Error allowed at an output, in grid units of the precision times the output's largest reference
 # magnitude (a normwise bound |a - r| <= K * u * max|r|). One rounding at the output alone costs
@@ -91,7 +90,7 @@ class PrecisionConfig:
     calibrator: str = "entropy"  # int8 static: ONNX Runtime's Entropy or MinMax calibration
     calib_samples: int = DEFAULT_SAMPLES
     calib_batch: int | None = None  # None: the model's fixed batch, else 32
-    int8_ops: str = "auto"  # int8 static: which operators (INT8_OPS)
+    int8_ops: str = "weights"  # int8 static: which operators (INT8_OPS)
 
     def __post_init__(self) -> None:
         if self.name not in onnx_names():
@@ -170,13 +169,6 @@ def weight_layer_nodes(graph: Any) -> list[str]:
     return [n.name for n in (*layers, *folded)]
 
 
-def resolve_int8_ops(choice: str, graph: Any) -> str:
-    """``auto`` made concrete for this graph: ``weights`` where it has attention."""
-    if choice != "auto":
-        return choice
-    return "weights" if any(n.op_type in ATTENTION_OPS for n in graph.node) else "all"
-
-
 def _named_nodes(prepared: Path) -> Any:
     """The prepared model with every node named (``nodes_to_quantize`` selects by name)."""
     import onnx
@@ -207,7 +199,7 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
     with quiet(*_CHATTY):
         quant_pre_process(str(fp32), str(prepared), skip_symbolic_shape=True)
         graph = _named_nodes(prepared)
-        ops = resolve_int8_ops(config.int8_ops, graph)
+        ops = config.int8_ops
         selection: dict[str, Any] = {}
         if ops == "weights":
             nodes = weight_layer_nodes(graph)
@@ -226,7 +218,7 @@ def _to_int8_static(fp32: Path, out: Path, config: PrecisionConfig, samples: Cal
     scope = "the weight layers" if ops == "weights" else "every operator"
     return {"method": f"static int8, QDQ, {scope}: int8 weights per channel, uint8 activations "
                       f"with ranges from {config.calibrator} calibration",
-            "int8_ops": {"asked": config.int8_ops, "used": ops},
+            "int8_ops": ops,
             "tool": "onnxruntime.quantization.quantize_static",
             "calibration": {**samples.record(), "calibrator": config.calibrator,
                             "seed": SAMPLE_SEED, **batcher.record()}}

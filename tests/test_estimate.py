@@ -54,6 +54,14 @@ def test_conv_linear_counted_by_hand() -> None:
     assert analysis.peak_activations(4) == 68 * 4 and analysis.peak_activations(1) == 68
 
 
+def test_counted_alike_inside_inference_mode() -> None:
+    """torch.inference_mode hides aten ops from dispatch modes: a caller inside it (a benchmark
+    timing the same model) must get the same count, not 0."""
+    source = resolve_target(ConvLinear(), inputs=["x:1x1x6x6"])
+    with torch.inference_mode():
+        assert analyse(source).flops == 2 * 32 * 9 + 2 * 32 * 3
+
+
 def _tiny_onnx(path: Path) -> Path:
     """X[1,4] @ W[4,3] + B[3] -> Relu -> Softmax -> Y[1,3]."""
     w = numpy_helper.from_array(torch.rand(4, 3).numpy(), "W")

@@ -1,8 +1,8 @@
 """Which operators static int8 quantizes (``--int8-ops``). On a Hugging Face ViT (a model nobody
-here wrote) ``auto`` quantizes every layer with weights and keeps Softmax, LayerNorm, GELU and
-the attention matmuls in float, as ONNX Runtime's recipe for transformers does; ``all``
-quantizes the Softmax too; a graph without attention gets every operator; a graph without a
-weight layer is refused for ``weights`` in one line."""
+here wrote) the default, ``weights``, quantizes every layer with weights and keeps Softmax,
+LayerNorm, GELU and the attention matmuls in float, as ONNX Runtime's recipe for transformers
+does; ``all`` quantizes the Softmax too; a graph without a weight layer is refused for
+``weights`` in one line, and ``all`` quantizes what it has."""
 from __future__ import annotations
 
 from collections import Counter
@@ -18,7 +18,13 @@ from edgekit.cli import cli
 from edgekit.exporters import load_artifact
 from edgekit.exporters.calibration import CalibrationSamples, samples_for_artifact
 from edgekit.exporters.onnx import export_onnx
-from edgekit.exporters.quantize import PrecisionConfig, PrecisionRefused, convert, export_precision
+from edgekit.exporters.quantize import (
+    PrecisionConfig,
+    PrecisionRefused,
+    convert,
+    export_precision,
+    quantized_operators,
+)
 from edgekit.suites.run import agreement_data
 from edgekit.targets import resolve_target
 
@@ -62,9 +68,10 @@ def _weight_layers(graph) -> int:
                for n in graph.node)
 
 
-def test_auto_quantizes_a_vits_weight_layers_and_keeps_attention_float(vit) -> None:
-    made, graph = _int8(vit, "auto")
-    assert made.manifest["quantization"]["int8_ops"] == {"asked": "auto", "used": "weights"}
+def test_the_default_quantizes_a_vits_weight_layers_and_keeps_attention_float(vit) -> None:
+    assert PrecisionConfig(name="int8").int8_ops == "weights"
+    made, graph = _int8(vit, "weights")
+    assert made.manifest["quantization"]["int8_ops"] == "weights"
     assert "QDQ, the weight layers:" in made.manifest["quantization"]["method"]
     fed = _int8_nodes(graph)
     assert set(fed) <= {"Gemm", "MatMul", "Conv"}, fed  # no Softmax, Add, LayerNorm, Mul
@@ -74,7 +81,7 @@ def test_auto_quantizes_a_vits_weight_layers_and_keeps_attention_float(vit) -> N
 
 def test_all_quantizes_the_softmax_too(vit) -> None:
     made, graph = _int8(vit, "all")
-    assert made.manifest["quantization"]["int8_ops"]["used"] == "all"
+    assert made.manifest["quantization"]["int8_ops"] == "all"
     assert _int8_nodes(graph)["Softmax"] > 0
 
 
@@ -89,10 +96,9 @@ def test_weights_on_a_graph_without_a_weight_layer_is_refused(tmp_path: Path) ->
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     samples = CalibrationSamples({"x": np.random.default_rng(0).random((4, 4), np.float32)},
                                  "generated")
-    for ops, used in (("auto", "all"), ("all", "all")):  # no attention: every operator
-        how = convert(path, tmp_path / f"{ops}.onnx", PrecisionConfig(name="int8", int8_ops=ops),
-                      [{"name": "x", "shape": [1, 4]}], samples)
-        assert how["int8_ops"]["used"] == used
+    how = convert(path, tmp_path / "all.onnx", PrecisionConfig(name="int8", int8_ops="all"),
+                  [{"name": "x", "shape": [1, 4]}], samples)
+    assert how["int8_ops"] == "all" and quantized_operators(tmp_path / "all.onnx")["Add"] == 1
     with pytest.raises(PrecisionRefused, match="no weight layer"):
         convert(path, tmp_path / "w.onnx", PrecisionConfig(name="int8", int8_ops="weights"),
                 [{"name": "x", "shape": [1, 4]}], samples)

@@ -137,7 +137,7 @@ def _run_calibration(detected: DeviceProfile) -> dict[str, Any]:
     if target.name != detected.name:
         console.print(f"{detected.name} is a datasheet profile: its figures are never "
                       f"overwritten. Calibrating {target.name} for this machine instead.")
-    with console.status(f"measuring GEMM FLOP/s and memory bandwidth for {target.name}..."):
+    with console.status(f"measuring GEMM rates and memory bandwidth for {target.name}..."):
         result = calibrate(target.name)
     table = Table(title=f"calibration of {target.name} on {result['device']} "
                         f"({result['threads']} threads, torch {result['torch']})",
@@ -146,9 +146,10 @@ def _run_calibration(detected: DeviceProfile) -> dict[str, Any]:
         table.add_column(header, no_wrap=True)
     table.add_column("note", overflow="fold")
     for precision, gemm in result["gemm"].items():
+        unit = f"T{get_precision(precision).unit}/s"  # TOP/s for an integer GEMM
         table.add_row(f"{precision} GEMM", f"n={gemm['n']} x{gemm['repeats']}",
-                      f"{gemm['flops_best'] / 1e12:.3g} TFLOP/s",
-                      f"{gemm['flops_median'] / 1e12:.3g} TFLOP/s",
+                      f"{gemm['flops_best'] / 1e12:.3g} {unit}",
+                      f"{gemm['flops_median'] / 1e12:.3g} {unit}",
                       result["notes"].get(precision, ""))
     bandwidth = result["bandwidth"]
     if bandwidth:

@@ -147,8 +147,7 @@ def _precision_names() -> tuple[str, ...]:
               help="INT8 calibrator (default entropy).")
 @click.option("--int8-ops", type=click.Choice(INT8_OPS),
               help="--to onnx --precision int8: quantize the layers with weights (and the ReLU "
-                   "after them), every operator ONNX Runtime can (all), or auto (default: "
-                   "weights for a graph with attention, else all).")
+                   "after them; the default), or every operator ONNX Runtime can (all).")
 @click.option("--calib-samples", type=SAMPLES, help="INT8 calibration samples (default 512).")
 @click.option("--calib-batch", type=BATCH, help="INT8 calibration batch size (default: the model's "
                                               "fixed batch, else 32).")
@@ -206,7 +205,7 @@ def export(target: str, fmt: str, device: str | None, atol: float | None, rtol: 
         precision = PrecisionConfig(
             name=values["precision"], quantization=values["quantization"] or "static",
             calibrator=values["calibrator"] or "entropy",
-            int8_ops=values["int8_ops"] or "auto",
+            int8_ops=values["int8_ops"] or "weights",
             calib_samples=values["calib_samples"] or DEFAULT_SAMPLES,
             calib_batch=values["calib_batch"])
     elif not spec.from_onnx and values["calib_samples"] is not None:  # a model's own quantiser

@@ -133,7 +133,8 @@ def analyse_module(model: nn.Module, inputs: tuple[torch.Tensor, ...], name: str
     handles = _hooks(model, stack)
     recorder = _Recorder(stack, weights, liveness)
     try:
-        with recorder:
+        # inference mode hides aten ops from dispatch modes (the count would be 0): run outside it
+        with torch.inference_mode(False), torch.no_grad(), recorder:
             out = model(*inputs)
     finally:
         for handle in handles:
