@@ -169,8 +169,37 @@ def weight_layer_nodes(graph: Any) -> list[str]:
     return [n.name for n in (*layers, *folded)]
 
 
+def _unshare_weights(graph: Any) -> int:
+    """Give each weight layer its own copy of a weight other nodes read too (returns how many
+    copies): ONNX Runtime's quantizer quantizes a weight once per reader, writing duplicate
+    names ("Duplicate definition of name"), or refuses ("shared mode is not supported for
+    weight"); ASTRA's blocks share their codebooks this way."""
+    from onnx import numpy_helper
+
+    initializers = {t.name: t for t in graph.initializer}
+    readers: dict[str, int] = {}
+    for node in graph.node:
+        for name in set(node.input):
+            if name in initializers:
+                readers[name] = readers.get(name, 0) + 1
+    copies = 0
+    for node in graph.node:
+        if node.op_type not in WEIGHT_OPS:
+            continue
+        for k, name in enumerate(node.input):
+            if name in initializers and readers[name] > 1:
+                readers[name] -= 1  # the last reader keeps the original
+                copy = numpy_helper.from_array(numpy_helper.to_array(initializers[name]),
+                                               f"{name}__{node.name}")
+                graph.initializer.append(copy)
+                node.input[k] = copy.name
+                copies += 1
+    return copies
+
+
 def _named_nodes(prepared: Path) -> Any:
-    """The prepared model with every node named (``nodes_to_quantize`` selects by name)."""
+    """The prepared model with every node named (``nodes_to_quantize`` selects by name) and no
+    weight shared between a weight layer and another node (``_unshare_weights``)."""
     import onnx
 
     model = onnx.load(str(prepared))
@@ -182,6 +211,7 @@ def _named_nodes(prepared: Path) -> Any:
                 name += "_"
             node.name = name
             taken.add(name)
+    _unshare_weights(model.graph)
     onnx.save(model, str(prepared))
     return model.graph
 

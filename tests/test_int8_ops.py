@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+import torch
 from click.testing import CliRunner
 from oneline import one_line_error
 
@@ -25,6 +26,7 @@ from edgekit.exporters.quantize import (
     export_precision,
     quantized_operators,
 )
+from edgekit.methods.astra.paper import build_paper_model
 from edgekit.suites.run import agreement_data
 from edgekit.targets import resolve_target
 
@@ -102,6 +104,22 @@ def test_weights_on_a_graph_without_a_weight_layer_is_refused(tmp_path: Path) ->
     with pytest.raises(PrecisionRefused, match="no weight layer"):
         convert(path, tmp_path / "w.onnx", PrecisionConfig(name="int8", int8_ops="weights"),
                 [{"name": "x", "shape": [1, 4]}], samples)
+
+
+def test_weights_shared_by_layers_are_quantized_for_each(tmp_path: Path) -> None:
+    """ASTRA runs each block on four token shards: four Gemms read one weight and one bias, and
+    ONNX Runtime's quantizer wrote an unloadable model ("Duplicate definition of name") until
+    each layer got its own copy."""
+    torch.manual_seed(0)
+    astra = build_paper_model("vit-s", image_size=32, patch_size=8, dim=32, depth=2, heads=2,
+                              codes=16, groups=4, num_classes=10).eval()
+    source = resolve_target(astra, inputs=["images:1x3x32x32"])
+    fp32 = load_artifact(export_onnx(source, tmp_path / "fp32").folder)
+    data = agreement_data(source, 4, tmp_path / "data.npz")
+    made = export_precision(fp32, tmp_path / "int8", PrecisionConfig(name="int8", calib_samples=4),
+                            samples=samples_for_artifact(fp32.folder, fp32.manifest, data, 4),
+                            score=False)
+    assert made.validation.passed and made.manifest["quantization"]["int8_ops"] == "weights"
 
 
 def test_cli_int8_ops_is_checked_in_one_line(tmp_path: Path) -> None:
