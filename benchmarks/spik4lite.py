@@ -144,6 +144,8 @@ def main() -> None:
                              "finetune: train the keep 0.5 checkpoint --cifar-finetune-epochs "
                              "more (then time all)")
     parser.add_argument("--cifar-finetune-epochs", type=int, default=2)
+    parser.add_argument("--cifar-finetune", choices=("keep05", "dense"), default="keep05",
+                        help="cifar finetune: which checkpoint to train further")
     parser.add_argument("--cifar-dir", type=Path, default=Path("/tmp/spik4cifar"),
                         help="cifar: where the checkpoints are written / read")
     parser.add_argument("--cifar-dense-epochs", type=int, default=2)
@@ -189,8 +191,9 @@ def cifar(args: argparse.Namespace) -> None:
         torch.set_num_threads(1)
     if args.cifar_stage == "finetune":
         torch.set_num_threads(2)
-        trained_with = spik4lite_cifar.finetune(args.cifar_dir, args.cifar_finetune_epochs,
-                                                args.cifar_batch, args.cifar_lr)
+        trained_with = spik4lite_cifar.finetune(args.cifar_dir, args.cifar_finetune,
+                                                args.cifar_finetune_epochs, args.cifar_batch,
+                                                args.cifar_lr)
         torch.set_num_threads(1)
     if args.cifar_stage == "train":
         return

@@ -37,7 +37,8 @@ from edgekit.training import train
 
 ENTRY = "spikingformer"
 DATA_LABEL = "digits upsampled to 32x32 (not CIFAR)"
-NETS = ("dense", "keep05", "keep05-finetuned")  # the last only after --cifar-stage finetune
+# the fine-tuned ones only after --cifar-stage finetune
+NETS = ("dense", "dense-finetuned", "keep05", "keep05-finetuned")
 
 
 def upsampled_digits(entry: ModelEntry) -> Dataset:
@@ -81,24 +82,25 @@ def train_both(out: Path, dense_epochs: int, schedule: Schedule, batch_size: int
                        "spik4lite": details}}
 
 
-def finetune(out: Path, epochs: int, batch_size: int, lr: float) -> dict[str, Any]:
-    """The fine-tune a time box skipped: ``keep05.safetensors`` (removed to keep 0.5, folded and
-    BatchNorm-recalibrated, never trained at its width) trained ``epochs`` more on the labels
-    alone (Spik4lite's "plain" fine-tune), written as ``keep05-finetuned.safetensors``."""
+def finetune(out: Path, name: str, epochs: int, batch_size: int, lr: float) -> dict[str, Any]:
+    """``name``.safetensors trained ``epochs`` more on the labels alone, written as
+    ``name-finetuned.safetensors``. For ``keep05`` (removed to keep 0.5, folded and
+    BatchNorm-recalibrated, never trained at its width) it is the fine-tune a time box skipped
+    (Spik4lite's "plain" fine-tune); for ``dense`` it gives the baseline as many more epochs."""
     entry = cifar_entry(batch_size, lr)
     dataset = upsampled_digits(entry)
-    model, ckpt = load_checkpoint(out / "keep05.safetensors", expect_entry=ENTRY)
+    model, ckpt = load_checkpoint(out / f"{name}.safetensors", expect_entry=ENTRY)
     before = ckpt.info["metrics"]
     result = train(entry, dataset, epochs=epochs, model=model)
-    print(f"keep05 fine-tuned: accuracy {result.value:.4f} (was {before['accuracy']:.4f}), "
+    print(f"{name} fine-tuned: accuracy {result.value:.4f} (was {before['accuracy']:.4f}), "
           f"{result.epochs} epochs, {result.seconds:.0f} s", flush=True)
-    metrics = {**result.metrics(), "keep": before["keep"],
+    metrics = {**result.metrics(), "keep": before.get("keep", 1.0),
                "epochs": before["epochs"] + result.epochs,
                "train_seconds": before["train_seconds"] + round(result.seconds, 2)}
-    save_checkpoint(result.model, out / "keep05-finetuned.safetensors", metrics,
+    save_checkpoint(result.model, out / f"{name}-finetuned.safetensors", metrics,
                     {"dataset": DATA_LABEL, "dataset_digest": dataset.digest})
-    return {"keep05-finetuned": {**metrics, "finetune_epochs": result.epochs,
-                                 "finetune_lr": lr, "finetune_seconds": result.seconds}}
+    return {f"{name}-finetuned": {**metrics, "finetune_epochs": result.epochs,
+                                  "finetune_lr": lr, "finetune_seconds": result.seconds}}
 
 
 def measure(out: Path, rounds: int, min_time: float) -> dict[str, Any]:
@@ -141,9 +143,11 @@ def table_rows(rows: dict[str, dict[str, Any]]) -> list[list[Any]]:
 
 def verdict(rows: dict[str, dict[str, Any]], speedup_target: float,
             loss_target_pts: float) -> dict[str, Any]:
-    dense, half = rows["dense"], rows.get("keep05-finetuned", rows["keep05"])
+    dense = rows.get("dense-finetuned", rows["dense"])
+    half = rows.get("keep05-finetuned", rows["keep05"])
     speedup = dense["onnxruntime_ms"] / half["onnxruntime_ms"]
     loss = (dense["accuracy"] - half["accuracy"]) * 100
-    return {"pruned_net": "keep05-finetuned" if "keep05-finetuned" in rows else "keep05",
+    return {"dense_net": "dense-finetuned" if "dense-finetuned" in rows else "dense",
+            "pruned_net": "keep05-finetuned" if "keep05-finetuned" in rows else "keep05",
             "ort_speedup": speedup, "ort_speedup_ok": speedup >= speedup_target,
             "accuracy_loss_pts": loss, "accuracy_ok": loss <= loss_target_pts}

@@ -184,7 +184,8 @@ def _measure(torch: Any, device: str, precisions: Sequence[str],
     for precision, result in gemm.items():
         if fp32 and result["flops_best"] < _SLOW_RATIO * fp32:
             notes[precision] = (f"{result['flops_best'] / fp32:.1%} of the fp32 rate: torch "
-                                f"has no fast {precision} kernel for this processor")
+                                f"has no fast {precision} kernel for this processor; not "
+                                f"stored as a peak")
     try:
         bandwidth = _copy_bandwidth(torch, device, sync, duration_s * _BANDWIDTH_SHARE)
     except RuntimeError as exc:  # out of memory on a small device
@@ -229,7 +230,9 @@ def calibrate(profile_name: str | None = None, *, duration_s: float = 8.0,
             "memory_bandwidth": "torch copy_ of a float32 tensor of bytes_copied; bytes read + "
                                 "written per copy; peak = best of repeats",
         },
-        "peak_flops": {p: r["flops_best"] for p, r in gemm.items()},
+        # a precision with no fast kernel here is no peak: runtimes compute it in fp32 (ONNX
+        # Runtime's CPU fp16), so a roofline from its slow GEMM would be off by its slowness
+        "peak_flops": {p: r["flops_best"] for p, r in gemm.items() if p not in measured["notes"]},
         "memory_bandwidth_bytes_s": bandwidth["bytes_s_best"] if bandwidth else None,
         **measured,
     }

@@ -374,8 +374,9 @@ def test_calibration_applies_to_generic_profiles_only(edgekit_home: Path) -> Non
     assert result["stored_in"] == str(edgekit_home / "calibration.json")
     assert set(result["skipped"]) == {"tf32"} and result["peak_flops"]["fp32"] > 0
     assert result["gemm"]["fp32"]["repeats"] >= 3 and result["memory_bandwidth_bytes_s"] > 0
-    # int8 timed by torch._int_mm: ops, not flops, and faster than fp32 where VNNI or AMX exist
-    assert result["peak_flops"]["int8"] > 0 and result["gemm"]["int8"]["n"] >= 128
+    # int8 timed by torch._int_mm; a rate under half of fp32's (no fast kernel) is no peak
+    assert result["gemm"]["int8"]["n"] >= 128
+    assert ("int8" in result["peak_flops"]) == ("int8" not in result["notes"])
 
     profile = load_profile(name)
     assert profile.calibrated and profile.peak_for("fp32") == result["peak_flops"]["fp32"]
