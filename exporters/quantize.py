@@ -18,7 +18,6 @@ refused in one line naming them; an accuracy drop (a spiking net's thresholds) i
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +52,7 @@ from edgekit.optional import ONNXRUNTIME, require
 from edgekit.precisions import get_precision, onnx_names
 from edgekit.provenance import provenance
 from edgekit.quiet import quiet
+from edgekit.workdirs import owned_tempdir
 
 QUANTIZATIONS = ("static", "dynamic")
 # Which operators static int8 quantizes. "weights" (the default): the layers that carry weights
@@ -276,14 +276,16 @@ def convert(fp32: Path, out: Path, config: PrecisionConfig, inputs: list[dict[st
     if config.name == "int8" and config.quantization == "static" and samples is None:
         raise UsageError("--precision int8 --quantization static needs calibration samples",
                          hint="give --calib-data FILE.npz, or --quantization dynamic")
-    with tempfile.TemporaryDirectory(prefix="edgekit-quantize-") as work:
-        model = _inlined(fp32, Path(work))
+    # marked with this process's pid: a conversion killed mid-way (out of memory while
+    # calibrating a large model) leaves a folder the next one removes
+    with owned_tempdir("edgekit-quantize-") as work:
+        model = _inlined(fp32, work)
         if config.name == "fp16":
             return _to_fp16(model, out)
         if config.quantization == "dynamic":
             return _to_int8_dynamic(model, out)
         assert samples is not None  # checked above
-        return _to_int8_static(model, out, config, samples, inputs, Path(work))
+        return _to_int8_static(model, out, config, samples, inputs, work)
 
 
 def open_session(path: Path) -> Any:
