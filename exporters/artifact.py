@@ -13,10 +13,9 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from edgekit.errors import UsageError
-from edgekit.exporters.validate import ValidationReport
 from edgekit.fileio import (
     atomic_write_json,
     read_json_object,
@@ -113,13 +112,17 @@ class ArtifactOptions:
     force: bool = False  # replace an existing output folder that edgekit did not write
 
 
+Check = TypeVar("Check")  # a format's validation record
+
+
 @dataclass(frozen=True)
-class ExportResult:
-    """What an export (ONNX, NIR) hands back: its folder, manifest and validation."""
+class ExportResult(Generic[Check]):
+    """What an export hands back: its folder, manifest and validation (a ValidationReport for
+    ONNX and NIR, the fixed-point check for Loihi 2)."""
 
     folder: Path
     manifest: dict[str, Any]
-    validation: ValidationReport
+    validation: Check
     seconds: float
 
 

@@ -24,7 +24,13 @@ import numpy as np
 from scipy import sparse
 
 from edgekit.errors import CheckFailed, UsageError
-from edgekit.exporters.artifact import MANIFEST_SCHEMA, file_record, task_record, write_manifest
+from edgekit.exporters.artifact import (
+    MANIFEST_SCHEMA,
+    ExportResult,
+    file_record,
+    task_record,
+    write_manifest,
+)
 from edgekit.exporters.calibration import DEFAULT_SAMPLES, select_samples
 from edgekit.exporters.nir import DEFAULT_DT
 from edgekit.fileio import atomic_directory
@@ -59,14 +65,6 @@ FORMATS = {
     "v": "24-bit signed, saturates at +-(2**23 - 1); dv 12-bit unsigned, decays by dv / 4096",
     "vth": "17-bit unsigned; a neuron fires where v > vth << 6 and v resets to 0",
 }
-
-
-@dataclass(frozen=True)
-class Loihi2Result:
-    folder: Path
-    manifest: dict[str, Any]
-    validation: Loihi2Check
-    seconds: float
 
 
 class Loihi2CheckFailed(CheckFailed):
@@ -235,7 +233,7 @@ def _layer_record(layer: ChipLayer, k: int) -> dict[str, Any]:
 def export_loihi2(source: ModelSource, out_dir: str | Path, *,
                   calib_data: str | Path | None = None, calib_samples: int | None = None,
                   force: bool = False, dt: float = DEFAULT_DT,
-                  echo: Callable[[str], None] = lambda line: None) -> Loihi2Result:
+                  echo: Callable[[str], None] = lambda line: None) -> ExportResult[Loihi2Check]:
     """Quantise a spiking net for Loihi 2, write it, and check it against the float net."""
     started = time.perf_counter()
     net = lower_graph(nir_graph_of(source, dt), dt)
@@ -287,7 +285,7 @@ def export_loihi2(source: ModelSource, out_dir: str | Path, *,
             "provenance": provenance(),
         }
         write_manifest(staging, manifest)
-    return Loihi2Result(Path(out_dir), manifest, report, time.perf_counter() - started)
+    return ExportResult(Path(out_dir), manifest, report, time.perf_counter() - started)
 
 
 def _same_integers(written: ChipNet, chip: ChipNet) -> bool:
